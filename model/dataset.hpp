@@ -1,0 +1,50 @@
+// A node-classification dataset in memory: graph, features, labels and split, plus the loader of
+// the Open Graph Benchmark raw layout (gzip CSV, see data/README.md) and its binary cache.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "model/csr_graph.hpp"
+#include "model/tensor.hpp"
+
+namespace degnn {
+
+struct dataset {
+  std::string name;
+  bool directed = false;        ///< false: the stored edges were symmetrized
+  edge_offset raw_edges = 0;    ///< lines of edge.csv.gz
+  csr_graph graph;              ///< in-edges, after symmetrizing / de-duplication
+  Matrix features;              ///< (num_nodes, num_features)
+  std::vector<std::int32_t> labels;  ///< num_nodes class ids in [0, num_classes)
+  std::int32_t num_classes = 0;
+  std::vector<node_id> train, valid, test;  ///< sorted, disjoint
+
+  node_id num_nodes() const { return graph.num_nodes; }
+  std::int32_t num_features() const { return static_cast<std::int32_t>(features.cols()); }
+};
+
+struct load_options {
+  bool use_cache = true;  ///< read/write the binary cache (see cache_path)
+  /// Where the cache lives; empty = DIR/.degnn-cache when DIR is writable, else no cache.
+  std::filesystem::path cache_path;
+  bool verbose = false;  ///< progress lines on stderr
+};
+
+/// Loads DIR in OGB raw layout. Throws data_error naming the file and line of any malformed input.
+/// An optional DIR/dataset.ini may say `directed = true` (default false: edges are symmetrized).
+dataset load_dataset(const std::filesystem::path& dir, const load_options& options = {});
+
+/// Parses the CSV files only (no cache). Exposed for tests and benchmarks.
+dataset load_ogb_csv(const std::filesystem::path& dir, bool verbose = false);
+
+/// Binary cache of a loaded dataset: magic, version, a stamp of the source files, raw arrays.
+void write_dataset_cache(const dataset& d, const std::filesystem::path& file, std::uint64_t stamp);
+/// Returns false (and leaves d alone) when the file is absent or its stamp differs; throws
+/// data_error when it is present but corrupt.
+bool read_dataset_cache(const std::filesystem::path& file, std::uint64_t stamp, dataset& d);
+/// Stamp of DIR's source files (sizes and modification times).
+std::uint64_t dataset_source_stamp(const std::filesystem::path& dir);
+
+}  // namespace degnn
