@@ -23,15 +23,15 @@ struct csr_graph {
 };
 
 struct csr_build_options {
-  bool symmetrize = true;         ///< add dst -> src for every src -> dst
-  bool deduplicate = true;        ///< keep one copy of repeated edges
+  bool symmetrize = true;   ///< add dst -> src for every src -> dst
+  bool deduplicate = true;  ///< keep one copy of repeated edges
   bool drop_self_loops = true;
 };
 
 /// Builds in-edge CSR from an edge list (edge i is src[i] -> dst[i]); ids must be < num_nodes.
 /// Parallel counting sort: O(N + E), rows sorted ascending.
-csr_graph build_in_csr(node_id num_nodes, std::span<const node_id> src, std::span<const node_id> dst,
-                       const csr_build_options& options = {});
+csr_graph build_in_csr(node_id num_nodes, std::span<const node_id> src,
+                       std::span<const node_id> dst, const csr_build_options& options = {});
 
 struct degree_stats {
   edge_offset min = 0, max = 0;

@@ -13,10 +13,10 @@ namespace degnn {
 
 struct dataset {
   std::string name;
-  bool directed = false;        ///< false: the stored edges were symmetrized
-  edge_offset raw_edges = 0;    ///< lines of edge.csv.gz
-  csr_graph graph;              ///< in-edges, after symmetrizing / de-duplication
-  Matrix features;              ///< (num_nodes, num_features)
+  bool directed = false;             ///< false: the stored edges were symmetrized
+  edge_offset raw_edges = 0;         ///< lines of edge.csv.gz
+  csr_graph graph;                   ///< in-edges, after symmetrizing / de-duplication
+  Matrix features;                   ///< (num_nodes, num_features)
   std::vector<std::int32_t> labels;  ///< num_nodes class ids in [0, num_classes)
   std::int32_t num_classes = 0;
   std::vector<node_id> train, valid, test;  ///< sorted, disjoint

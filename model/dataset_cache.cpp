@@ -1,0 +1,213 @@
+// Binary cache of a loaded dataset, so a second load of a large graph skips CSV parsing: a fixed
+// header (magic, version, source stamp, sizes), then the raw arrays, then a payload checksum.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "model/data_error.hpp"
+#include "model/dataset.hpp"
+
+namespace degnn {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kMagic[8] = {'D', 'E', 'G', 'N', 'N', 'D', 'S', '1'};
+constexpr std::uint32_t kVersion = 1;
+
+struct cache_header {
+  char magic[8];
+  std::uint32_t version;
+  std::uint32_t directed;
+  std::uint64_t stamp;
+  std::int64_t num_nodes, num_edges, raw_edges, num_features, num_classes;
+  std::int64_t num_train, num_valid, num_test, name_length;
+};
+
+// Order-dependent 64-bit checksum over 8-byte words: fast enough to run on every load.
+struct checksum {
+  std::uint64_t h = 0x9e3779b97f4a7c15ull;
+  void add(const void* data, size_t bytes) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      h = (h ^ w) * 0x100000001b3ull + (h >> 29);
+    }
+    for (; i < bytes; ++i)
+      h = (h ^ p[i]) * 0x100000001b3ull;
+  }
+};
+
+template <class T>
+void write_array(std::ofstream& out, checksum& sum, const T* data, size_t count) {
+  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(T)));
+  sum.add(data, count * sizeof(T));
+}
+
+template <class T>
+void read_array(std::ifstream& in, checksum& sum, T* data, size_t count, const fs::path& file) {
+  in.read(reinterpret_cast<char*>(data), static_cast<std::streamsize>(count * sizeof(T)));
+  if (static_cast<size_t>(in.gcount()) != count * sizeof(T)) {
+    throw data_error::at(file.string(), 0, "truncated dataset cache (delete it to rebuild)");
+  }
+  sum.add(data, count * sizeof(T));
+}
+
+fs::path default_cache_path(const fs::path& dir) {
+  if (::access(dir.c_str(), W_OK) == 0) return dir / ".degnn-cache";
+  // Read-only dataset folders (e.g. a shared copy) get a per-user cache named after the path.
+  const char* home = std::getenv("HOME");
+  if (!home) return {};
+  const std::string abs = fs::absolute(dir).lexically_normal().string();
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : abs)
+    h = (h ^ c) * 1099511628211ull;
+  char name[64];
+  std::snprintf(name, sizeof name, "%016llx.degnn-cache", static_cast<unsigned long long>(h));
+  return fs::path(home) / ".cache" / "degnn" / name;
+}
+
+}  // namespace
+
+std::uint64_t dataset_source_stamp(const fs::path& dir) {
+  std::uint64_t h = 1469598103934665603ull ^ kVersion;
+  auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  for (const char* name : {"edge.csv.gz", "node-feat.csv.gz", "node-label.csv.gz",
+                           "num-node-list.csv.gz", "num-edge-list.csv.gz", "split/train.csv.gz",
+                           "split/valid.csv.gz", "split/test.csv.gz", "dataset.ini"}) {
+    std::error_code ec;
+    const fs::path p = dir / name;
+    const auto size = fs::file_size(p, ec);
+    mix(ec ? 0xffffffffull : size);
+    const auto time = fs::last_write_time(p, ec);
+    mix(ec ? 0 : static_cast<std::uint64_t>(time.time_since_epoch().count()));
+    for (unsigned char c : std::string(name))
+      mix(c);
+  }
+  return h;
+}
+
+void write_dataset_cache(const dataset& d, const fs::path& file, std::uint64_t stamp) {
+  if (file.has_parent_path()) fs::create_directories(file.parent_path());
+  const fs::path tmp = file.string() + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw data_error::at(tmp.string(), 0, "cannot create dataset cache");
+    cache_header h{};
+    std::memcpy(h.magic, kMagic, 8);
+    h.version = kVersion;
+    h.directed = d.directed ? 1 : 0;
+    h.stamp = stamp;
+    h.num_nodes = d.graph.num_nodes;
+    h.num_edges = d.graph.num_edges();
+    h.raw_edges = d.raw_edges;
+    h.num_features = d.features.cols();
+    h.num_classes = d.num_classes;
+    h.num_train = static_cast<std::int64_t>(d.train.size());
+    h.num_valid = static_cast<std::int64_t>(d.valid.size());
+    h.num_test = static_cast<std::int64_t>(d.test.size());
+    h.name_length = static_cast<std::int64_t>(d.name.size());
+    checksum sum;
+    write_array(out, sum, &h, 1);
+    write_array(out, sum, d.name.data(), d.name.size());
+    write_array(out, sum, d.graph.indptr.data(), d.graph.indptr.size());
+    write_array(out, sum, d.graph.indices.data(), d.graph.indices.size());
+    write_array(out, sum, d.features.data(), static_cast<size_t>(d.features.size()));
+    write_array(out, sum, d.labels.data(), d.labels.size());
+    write_array(out, sum, d.train.data(), d.train.size());
+    write_array(out, sum, d.valid.data(), d.valid.size());
+    write_array(out, sum, d.test.data(), d.test.size());
+    out.write(reinterpret_cast<const char*>(&sum.h), sizeof sum.h);
+    if (!out.flush()) throw data_error::at(tmp.string(), 0, "writing the dataset cache failed");
+  }
+  fs::rename(tmp, file);  // atomic: a reader never sees a half-written cache
+}
+
+bool read_dataset_cache(const fs::path& file, std::uint64_t stamp, dataset& result) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return false;
+  cache_header h{};
+  checksum sum;
+  in.read(reinterpret_cast<char*>(&h), sizeof h);
+  if (in.gcount() != sizeof h || std::memcmp(h.magic, kMagic, 8) != 0) {
+    throw data_error::at(file.string(), 0,
+                         "not a DEGNN dataset cache (bad magic); delete it to rebuild");
+  }
+  if (h.version != kVersion || h.stamp != stamp) return false;  // stale: caller rebuilds it
+  sum.add(&h, sizeof h);
+  const std::int64_t limit = std::int64_t{1} << 40;
+  for (std::int64_t v : {h.num_nodes, h.num_edges, h.raw_edges, h.num_features, h.num_classes,
+                         h.num_train, h.num_valid, h.num_test, h.name_length}) {
+    if (v < 0 || v > limit) throw data_error::at(file.string(), 0, "corrupt dataset cache header");
+  }
+  std::error_code ec;
+  const auto expected = sizeof h + h.name_length + 8 * (h.num_nodes + 1) + 4 * h.num_edges +
+                        4 * h.num_nodes * h.num_features + 4 * h.num_nodes +
+                        4 * (h.num_train + h.num_valid + h.num_test) + 8;
+  if (fs::file_size(file, ec) != static_cast<std::uintmax_t>(expected)) {
+    throw data_error::at(file.string(), 0,
+                         "dataset cache has the wrong size (truncated?); delete it to rebuild");
+  }
+  dataset d;
+  d.directed = h.directed != 0;
+  d.raw_edges = h.raw_edges;
+  d.num_classes = static_cast<std::int32_t>(h.num_classes);
+  d.name.resize(static_cast<size_t>(h.name_length));
+  read_array(in, sum, d.name.data(), d.name.size(), file);
+  d.graph.num_nodes = static_cast<node_id>(h.num_nodes);
+  d.graph.indptr.resize(static_cast<size_t>(h.num_nodes + 1));
+  read_array(in, sum, d.graph.indptr.data(), d.graph.indptr.size(), file);
+  d.graph.indices.resize(static_cast<size_t>(h.num_edges));
+  read_array(in, sum, d.graph.indices.data(), d.graph.indices.size(), file);
+  d.features.resize(h.num_nodes, h.num_features);
+  read_array(in, sum, d.features.data(), static_cast<size_t>(d.features.size()), file);
+  d.labels.resize(static_cast<size_t>(h.num_nodes));
+  read_array(in, sum, d.labels.data(), d.labels.size(), file);
+  for (auto [vec, count] :
+       {std::pair{&d.train, h.num_train}, {&d.valid, h.num_valid}, {&d.test, h.num_test}}) {
+    vec->resize(static_cast<size_t>(count));
+    read_array(in, sum, vec->data(), vec->size(), file);
+  }
+  std::uint64_t stored = 0;
+  in.read(reinterpret_cast<char*>(&stored), sizeof stored);
+  if (stored != sum.h)
+    throw data_error::at(file.string(), 0, "dataset cache checksum mismatch; delete it to rebuild");
+  if (d.graph.indptr.front() != 0 || d.graph.indptr.back() != h.num_edges) {
+    throw data_error::at(file.string(), 0, "corrupt dataset cache (CSR offsets)");
+  }
+  result = std::move(d);
+  return true;
+}
+
+dataset load_dataset(const fs::path& dir, const load_options& options) {
+  if (!fs::is_directory(dir)) throw data_error::at(dir.string(), 0, "dataset directory not found");
+  const fs::path cache = !options.use_cache           ? fs::path{}
+                         : options.cache_path.empty() ? default_cache_path(dir)
+                                                      : options.cache_path;
+  const std::uint64_t stamp = dataset_source_stamp(dir);
+  if (!cache.empty()) {
+    dataset d;
+    if (read_dataset_cache(cache, stamp, d)) {
+      if (options.verbose)
+        std::fprintf(stderr, "  loaded %s from cache %s\n", dir.c_str(), cache.c_str());
+      return d;
+    }
+  }
+  dataset d = load_ogb_csv(dir, options.verbose);
+  if (!cache.empty()) {
+    try {
+      write_dataset_cache(d, cache, stamp);
+    } catch (const std::exception& e) {  // a cache we cannot write only costs time next load
+      if (options.verbose) std::fprintf(stderr, "  note: no dataset cache written: %s\n", e.what());
+    }
+  }
+  return d;
+}
+
+}  // namespace degnn

@@ -1,0 +1,45 @@
+// degnn: distributed mini-batch GNN training with decentralized batch processing.
+// Run `degnn help` for the commands; `degnn COMMAND --help` for a command's options.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "runtime/commands.hpp"
+
+namespace {
+
+void print_help() {
+  std::printf(
+      "usage: degnn COMMAND [--option value ...]\n\n"
+      "commands:\n"
+      "  train      train a GNN (GraphSAGE or GCN) and report test accuracy\n"
+      "  info       describe a dataset directory or a partition set\n"
+      "  generate   write a synthetic graph (degree-corrected SBM) in the OGB raw layout\n"
+      "  partition  split a dataset into K partitions on disk (METIS or random)\n"
+      "  bench      benchmarks printing JSON lines (bench data | bench train)\n\n"
+      "`degnn COMMAND --help` lists a command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") ||
+      !std::strcmp(argv[1], "-h")) {
+    print_help();
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  try {
+    if (command == "train") return degnn::run_train(argc - 2, argv + 2);
+    if (command == "info") return degnn::run_info(argc - 2, argv + 2);
+    if (command == "generate") return degnn::run_generate(argc - 2, argv + 2);
+    if (command == "partition") return degnn::run_partition(argc - 2, argv + 2);
+    if (command == "bench") return degnn::run_bench(argc - 2, argv + 2);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "degnn %s: error: %s\n", command.c_str(), e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "degnn: unknown command '%s' (try degnn help)\n", command.c_str());
+  return 2;
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages DEGNN needs, only those missing (a second run takes a second).
+# Usage (as root): scripts/setup.sh
+set -euo pipefail
+packages=(cmake g++ make pkg-config ccache libcaf-dev libeigen3-dev capnproto libcapnp-dev
+          libgtest-dev libgmock-dev libbenchmark-dev libmetis-dev zlib1g-dev clang-format)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

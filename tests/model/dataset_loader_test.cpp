@@ -1,0 +1,272 @@
+// Tests of model/dataset.hpp: the OGB raw-layout loader on the bundled Planetoid graphs, its
+// error messages for every kind of malformed input, and the binary cache.
+#include <gtest/gtest.h>
+
+#include <zlib.h>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "model/data_error.hpp"
+#include "model/dataset.hpp"
+#include "model/gzip_lines.hpp"
+
+using namespace degnn;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path bundled(const char* name) {
+  return fs::path(DEGNN_SOURCE_DIR) / "data" / name;
+}
+
+// A fresh temporary directory, removed at the end of the test.
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    path = fs::temp_directory_path() /
+           ("degnn-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path);
+    fs::create_directories(path / "split");
+  }
+  ~temp_dir() { fs::remove_all(path); }
+};
+
+void write_gz(const fs::path& file, const std::string& text) {
+  gzip_writer w(file);
+  w.write(text);
+  w.close();
+}
+
+// A valid 4-node dataset; tests then break one file.
+void write_tiny(const fs::path& dir) {
+  write_gz(dir / "num-node-list.csv.gz", "4\n");
+  write_gz(dir / "num-edge-list.csv.gz", "3\n");
+  write_gz(dir / "edge.csv.gz", "0,1\n1,2\n2,3\n");
+  write_gz(dir / "node-feat.csv.gz", "1,0\n0,1\n0.5,0.25\n-1,2e-3\n");
+  write_gz(dir / "node-label.csv.gz", "0\n1\n1\n0\n");
+  write_gz(dir / "split" / "train.csv.gz", "0\n1\n");
+  write_gz(dir / "split" / "valid.csv.gz", "2\n");
+  write_gz(dir / "split" / "test.csv.gz", "3\n");
+}
+
+// Loads DIR and returns the error message (fails the test when loading succeeds).
+std::string load_error(const fs::path& dir) {
+  try {
+    load_ogb_csv(dir);
+  } catch (const data_error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "loading " << dir << " did not fail";
+  return {};
+}
+
+}  // namespace
+
+struct planetoid_case {
+  const char* name;
+  node_id nodes;
+  edge_offset undirected_edges;
+  int features, classes;
+  size_t train, valid, test;
+};
+
+void PrintTo(const planetoid_case& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class BundledDataset : public ::testing::TestWithParam<planetoid_case> {};
+
+TEST_P(BundledDataset, HasThePublishedCounts) {
+  const auto& c = GetParam();
+  const dataset d = load_ogb_csv(bundled(c.name));
+  EXPECT_EQ(d.num_nodes(), c.nodes);
+  EXPECT_EQ(d.raw_edges, c.undirected_edges);
+  EXPECT_EQ(d.graph.num_edges(), 2 * c.undirected_edges);  // symmetrized
+  EXPECT_EQ(d.num_features(), c.features);
+  EXPECT_EQ(d.num_classes, c.classes);
+  EXPECT_EQ(d.train.size(), c.train);
+  EXPECT_EQ(d.valid.size(), c.valid);
+  EXPECT_EQ(d.test.size(), c.test);
+  EXPECT_FALSE(d.directed);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Planetoid, BundledDataset,
+    ::testing::Values(planetoid_case{"cora", 2708, 5278, 1433, 7, 140, 500, 1000},
+                      planetoid_case{"citeseer", 3327, 4552, 3703, 6, 120, 500, 1000},
+                      planetoid_case{"pubmed", 19717, 44324, 500, 3, 60, 500, 1000}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(DatasetLoader, ReadsFeatureValuesExactly) {
+  temp_dir t;
+  write_tiny(t.path);
+  const dataset d = load_ogb_csv(t.path);
+  EXPECT_FLOAT_EQ(d.features(2, 0), 0.5f);
+  EXPECT_FLOAT_EQ(d.features(3, 1), 2e-3f);
+  EXPECT_EQ(d.labels, (std::vector<std::int32_t>{0, 1, 1, 0}));
+  EXPECT_EQ(d.num_classes, 2);
+  EXPECT_EQ(d.graph.num_edges(), 6);
+}
+
+TEST(DatasetLoader, ReportsAMissingFile) {
+  temp_dir t;
+  write_tiny(t.path);
+  fs::remove(t.path / "node-label.csv.gz");
+  const std::string e = load_error(t.path);
+  EXPECT_NE(e.find("node-label.csv.gz"), std::string::npos) << e;
+  EXPECT_NE(e.find("not found"), std::string::npos) << e;
+}
+
+TEST(DatasetLoader, ReportsAWrongColumnCountWithFileAndLine) {
+  temp_dir t;
+  write_tiny(t.path);
+  write_gz(t.path / "edge.csv.gz", "0,1\n1,2,3\n2,3\n");
+  const std::string e = load_error(t.path);
+  EXPECT_NE(e.find("edge.csv.gz:2:"), std::string::npos) << e;
+  EXPECT_NE(e.find("2 columns"), std::string::npos) << e;
+}
+
+TEST(DatasetLoader, ReportsAShortFeatureRow) {
+  temp_dir t;
+  write_tiny(t.path);
+  write_gz(t.path / "node-feat.csv.gz", "1,0\n0,1\n0.5\n-1,2\n");
+  const std::string e = load_error(t.path);
+  EXPECT_NE(e.find("node-feat.csv.gz:3:"), std::string::npos) << e;
+  EXPECT_NE(e.find("expected 2 columns, found 1"), std::string::npos) << e;
+}
+
+TEST(DatasetLoader, ReportsANonNumericField) {
+  temp_dir t;
+  write_tiny(t.path);
+  write_gz(t.path / "node-feat.csv.gz", "1,0\n0,1\n0.5,abc\n-1,2\n");
+  const std::string e = load_error(t.path);
+  EXPECT_NE(e.find("node-feat.csv.gz:3:"), std::string::npos) << e;
+  EXPECT_NE(e.find("column 2: not a number: 'abc'"), std::string::npos) << e;
+}
+
+TEST(DatasetLoader, ReportsANodeIdOutOfRange) {
+  temp_dir t;
+  write_tiny(t.path);
+  write_gz(t.path / "edge.csv.gz", "0,1\n1,2\n2,4\n");
+  const std::string e = load_error(t.path);
+  EXPECT_NE(e.find("edge.csv.gz:3:"), std::string::npos) << e;
+  EXPECT_NE(e.find("node id 4 out of range"), std::string::npos) << e;
+}
+
+TEST(DatasetLoader, ReportsATruncatedGzipFile) {
+  temp_dir t;
+  write_tiny(t.path);
+  // A large enough edge file that cutting it in half leaves an incomplete deflate stream.
+  std::string edges;
+  for (int i = 0; i < 20000; ++i)
+    edges += std::to_string(i % 3) + "," + std::to_string(i % 3 + 1) + "\n";
+  write_gz(t.path / "edge.csv.gz", edges);
+  write_gz(t.path / "num-edge-list.csv.gz", "20000\n");
+  const auto size = fs::file_size(t.path / "edge.csv.gz");
+  fs::resize_file(t.path / "edge.csv.gz", size / 2);
+  const std::string e = load_error(t.path);
+  EXPECT_NE(e.find("edge.csv.gz"), std::string::npos) << e;
+  EXPECT_NE(e.find("truncated"), std::string::npos) << e;
+}
+
+TEST(DatasetLoader, ReportsALabelOutOfRange) {
+  temp_dir t;
+  write_tiny(t.path);
+  write_gz(t.path / "node-label.csv.gz", "0\n1\n-3\n0\n");
+  const std::string e = load_error(t.path);
+  EXPECT_NE(e.find("node-label.csv.gz:3:"), std::string::npos) << e;
+  EXPECT_NE(e.find("label -3 out of range"), std::string::npos) << e;
+}
+
+TEST(DatasetLoader, ReportsASplitNamingAnUnknownNode) {
+  temp_dir t;
+  write_tiny(t.path);
+  write_gz(t.path / "split" / "valid.csv.gz", "2\n17\n");
+  const std::string e = load_error(t.path);
+  EXPECT_NE(e.find("valid.csv.gz:2:"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown node 17"), std::string::npos) << e;
+}
+
+TEST(DatasetLoader, ReportsOverlappingSplits) {
+  temp_dir t;
+  write_tiny(t.path);
+  write_gz(t.path / "split" / "test.csv.gz", "1\n");
+  const std::string e = load_error(t.path);
+  EXPECT_NE(e.find("more than one split"), std::string::npos) << e;
+}
+
+TEST(DatasetLoader, ReportsAnEdgeCountThatDisagreesWithTheDeclaredOne) {
+  temp_dir t;
+  write_tiny(t.path);
+  write_gz(t.path / "num-edge-list.csv.gz", "5\n");
+  const std::string e = load_error(t.path);
+  EXPECT_NE(e.find("edge.csv.gz"), std::string::npos) << e;
+  EXPECT_NE(e.find("says 5"), std::string::npos) << e;
+}
+
+TEST(DatasetLoader, ReportsTooFewFeatureRows) {
+  temp_dir t;
+  write_tiny(t.path);
+  write_gz(t.path / "node-feat.csv.gz", "1,0\n0,1\n");
+  const std::string e = load_error(t.path);
+  EXPECT_NE(e.find("node-feat.csv.gz"), std::string::npos) << e;
+  EXPECT_NE(e.find("has 2 rows"), std::string::npos) << e;
+}
+
+TEST(DatasetLoader, KeepsDirectedGraphsDirectedWhenTheMetadataSaysSo) {
+  temp_dir t;
+  write_tiny(t.path);
+  std::ofstream(t.path / "dataset.ini") << "directed = true\n";
+  const dataset d = load_ogb_csv(t.path);
+  EXPECT_TRUE(d.directed);
+  EXPECT_EQ(d.graph.num_edges(), 3);
+}
+
+TEST(DatasetCache, RoundTripsAndIsUsedOnTheSecondLoad) {
+  temp_dir t;
+  write_tiny(t.path);
+  const fs::path cache = t.path / "cache.bin";
+  const dataset a = load_dataset(t.path, {.use_cache = true, .cache_path = cache});
+  ASSERT_TRUE(fs::exists(cache));
+  dataset b;
+  ASSERT_TRUE(read_dataset_cache(cache, dataset_source_stamp(t.path), b));
+  EXPECT_EQ(a.graph.indptr, b.graph.indptr);
+  EXPECT_EQ(a.graph.indices, b.graph.indices);
+  EXPECT_TRUE(a.features == b.features);
+  EXPECT_EQ(a.labels, b.labels);
+  EXPECT_EQ(a.train, b.train);
+  EXPECT_EQ(a.test, b.test);
+  EXPECT_EQ(a.name, b.name);
+}
+
+TEST(DatasetCache, IsIgnoredWhenTheSourceChanges) {
+  temp_dir t;
+  write_tiny(t.path);
+  const fs::path cache = t.path / "cache.bin";
+  load_dataset(t.path, {.use_cache = true, .cache_path = cache});
+  dataset b;
+  EXPECT_FALSE(read_dataset_cache(cache, dataset_source_stamp(t.path) + 1, b));
+}
+
+TEST(DatasetCache, RejectsACorruptCacheWithTheFileName) {
+  temp_dir t;
+  write_tiny(t.path);
+  const fs::path cache = t.path / "cache.bin";
+  load_dataset(t.path, {.use_cache = true, .cache_path = cache});
+  {
+    std::fstream f(cache, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(cache)) - 20);
+    f.put('\x7f');
+  }
+  dataset b;
+  try {
+    read_dataset_cache(cache, dataset_source_stamp(t.path), b);
+    FAIL() << "corrupt cache accepted";
+  } catch (const data_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cache.bin"), std::string::npos) << e.what();
+  }
+  fs::resize_file(cache, 100);
+  EXPECT_THROW(read_dataset_cache(cache, dataset_source_stamp(t.path), b), data_error);
+}
