@@ -1,0 +1,119 @@
+# Wire schemas of every DEGNN message that may cross a node. Each root struct starts with a
+# Header (protocol version, cluster id), so a peer of another version or cluster is rejected.
+# Bulk float data travels as Data (little-endian float32, row-major) for speed; ids as List(Int32).
+@0xc4e1a3f2b5d60718;
+
+struct Header {
+  version @0 :UInt16;    # protocol version, see serialization/wire.hpp kProtocolVersion
+  clusterId @1 :UInt64;  # all nodes of one training run share it
+  step @2 :UInt64;       # global step the message belongs to (0 for control)
+  sender @3 :Int32;      # partition / worker id of the sender
+}
+
+# -- centralized pipeline: sampling and feature pulls --
+
+struct SampleRequest {
+  header @0 :Header;
+  layer @1 :UInt8;       # hop, seed-first (0 = neighbours of the seeds)
+  fanout @2 :Int32;      # -1 = all in-neighbours
+  seed @3 :UInt64;       # run seed; with step, layer and node id it fixes the pick
+  nodes @4 :List(Int32); # global ids, all owned by the receiver
+}
+
+struct SampleResponse {
+  header @0 :Header;
+  counts @1 :List(Int32);     # sampled in-neighbours per requested node, in request order
+  neighbors @2 :List(Int32);  # global ids, concatenated
+  degrees @3 :List(Int32);    # full in-degree per requested node
+}
+
+struct FeatureRequest {
+  header @0 :Header;
+  nodes @1 :List(Int32);
+}
+
+struct FeatureResponse {
+  header @0 :Header;
+  rows @1 :UInt32;
+  cols @2 :UInt32;
+  values @3 :Data;            # rows * cols float32
+}
+
+# -- layer-wise evaluation: halo rows of h^(l) --
+
+struct HaloRequest {
+  header @0 :Header;
+  layer @1 :UInt8;
+  nodes @2 :List(Int32);
+}
+
+# -- decentralized pipeline (DESIGN.md sections 1-2) --
+
+struct ComputationPush {
+  header @0 :Header;
+  layer @1 :UInt8;            # layer whose input the receiver prepares
+  targets @2 :List(Int32);    # batch nodes the partial sums are for
+  counts @3 :List(Int32);     # per target: how many of its sampled neighbours live here
+  neighbors @4 :List(Int32);  # concatenated neighbour ids (owned by the receiver)
+  fanouts @5 :List(Int32);    # remaining fanouts for local expansion
+}
+
+struct PartialAggregate {
+  header @0 :Header;
+  rows @1 :UInt32;
+  cols @2 :UInt32;
+  sums @3 :Data;              # per target: sum of W_neigh h_u over its neighbours here (float32)
+  counts @4 :List(Int32);
+}
+
+struct GradientReturn {
+  header @0 :Header;
+  rows @1 :UInt32;
+  cols @2 :UInt32;
+  grads @3 :Data;             # gradient of each partial sum
+}
+
+# -- historical embeddings --
+
+struct EmbeddingGet {
+  header @0 :Header;
+  layer @1 :UInt8;
+  nodes @2 :List(Int32);
+}
+
+struct EmbeddingRows {        # answer to EmbeddingGet, and the body of put / refresh
+  header @0 :Header;
+  layer @1 :UInt8;
+  bits @2 :UInt8;             # 32 = float32, else quantized per row with min and scale
+  nodes @3 :List(Int32);
+  versions @4 :List(UInt64);  # step at which each row was computed
+  cols @5 :UInt32;
+  payload @6 :Data;
+  rowMin @7 :List(Float32);
+  rowScale @8 :List(Float32);
+}
+
+# -- data-parallel training --
+
+struct AllReduceChunk {
+  header @0 :Header;
+  round @1 :UInt32;
+  offset @2 :UInt64;          # first parameter index of this chunk
+  values @3 :Data;            # float32
+}
+
+struct Control {
+  header @0 :Header;
+  kind @1 :Kind;
+  epoch @2 :UInt32;
+  value @3 :Float64;          # loss, accuracy or count, depending on kind
+  text @4 :Text;              # checkpoint path or error text
+  enum Kind {
+    step @0;
+    epoch @1;
+    evaluate @2;
+    checkpoint @3;
+    shutdown @4;
+    result @5;
+  }
+}

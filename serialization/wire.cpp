@@ -1,0 +1,332 @@
+// Cap'n Proto encoding and validating decoding of the wire structs.
+#include "serialization/wire.hpp"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <cstring>
+#include <optional>
+
+#include "serialization/degnn.capnp.h"
+
+namespace degnn::wire {
+
+namespace {
+
+template <class Builder>
+void fill_header(Builder root, const context& c, const header& h) {
+  auto hb = root.initHeader();
+  hb.setVersion(kProtocolVersion);
+  hb.setClusterId(c.cluster_id);
+  hb.setStep(h.step);
+  hb.setSender(h.sender);
+}
+
+bytes to_bytes(capnp::MallocMessageBuilder& mb) {
+  const auto words = capnp::messageToFlatArray(mb);
+  const auto raw = words.asChars();
+  return bytes(raw.begin(), raw.end());
+}
+
+// Owns an aligned copy of the buffer (Cap'n Proto reads whole words) and a bounded reader.
+class reader {
+ public:
+  reader(const context& c, std::span<const char> b, const char* what) : what_(what) {
+    if (b.size() > c.max_bytes)
+      fail("message of " + std::to_string(b.size()) + " bytes exceeds the limit");
+    if (b.empty() || b.size() % sizeof(capnp::word) != 0) {
+      fail("truncated message (" + std::to_string(b.size()) + " bytes, not whole words)");
+    }
+    words_ = kj::heapArray<capnp::word>(b.size() / sizeof(capnp::word));
+    std::memcpy(words_.begin(), b.data(), b.size());
+    capnp::ReaderOptions opts;
+    // Traversal bounded by the buffer size: a hostile message cannot amplify reads.
+    opts.traversalLimitInWords = words_.size() * 4 + 64;
+    opts.nestingLimit = 16;
+    try {
+      msg_.emplace(words_.asPtr(), opts);
+    } catch (const kj::Exception& e) {
+      fail(std::string("malformed message: ") + e.getDescription().cStr());
+    }
+  }
+  template <class T>
+  typename T::Reader root(const context& c) {
+    try {
+      auto r = msg_->getRoot<T>();
+      auto h = r.getHeader();
+      if (h.getVersion() != kProtocolVersion) {
+        fail("protocol version " + std::to_string(h.getVersion()) + ", expected " +
+             std::to_string(kProtocolVersion));
+      }
+      if (h.getClusterId() != c.cluster_id) {
+        fail("message from another cluster (id " + std::to_string(h.getClusterId()) + ", ours " +
+             std::to_string(c.cluster_id) + ")");
+      }
+      return r;
+    } catch (const kj::Exception& e) {
+      fail(std::string("malformed message: ") + e.getDescription().cStr());
+    }
+  }
+  [[noreturn]] void fail(const std::string& why) const {
+    throw wire_error(std::string(what_) + ": " + why);
+  }
+  const char* what() const { return what_; }
+
+ private:
+  const char* what_;
+  kj::Array<capnp::word> words_;
+  std::optional<capnp::FlatArrayMessageReader> msg_;
+};
+
+template <class R>
+header read_header(R r) {
+  return {r.getHeader().getStep(), r.getHeader().getSender()};
+}
+
+template <class List>
+std::vector<std::int32_t> to_vector(List l) {
+  std::vector<std::int32_t> v(l.size());
+  for (unsigned i = 0; i < l.size(); ++i)
+    v[i] = l[i];
+  return v;
+}
+
+template <class Builder>
+void set_ints(Builder list, const std::vector<std::int32_t>& v) {
+  for (unsigned i = 0; i < v.size(); ++i)
+    list.set(i, v[i]);
+}
+
+// Every decode runs inside this, so a kj exception from a lazily-validated pointer surfaces as
+// a wire_error naming the message kind.
+template <class F>
+auto guarded(const char* what, F&& f) {
+  try {
+    return f();
+  } catch (const kj::Exception& e) {
+    throw wire_error(std::string(what) + ": malformed message: " + e.getDescription().cStr());
+  }
+}
+
+void check_ids(const reader& r, const std::vector<std::int32_t>& ids, const char* field) {
+  for (auto v : ids) {
+    if (v < 0) r.fail(std::string(field) + " holds a negative node id (" + std::to_string(v) + ")");
+  }
+}
+
+}  // namespace
+
+const char* kind_name(kind k) {
+  switch (k) {
+    case kind::sample_request:
+      return "sample_request";
+    case kind::sample_response:
+      return "sample_response";
+    case kind::feature_request:
+      return "feature_request";
+    case kind::feature_response:
+      return "feature_response";
+    case kind::halo_request:
+      return "halo_request";
+    case kind::halo_response:
+      return "halo_response";
+    case kind::computation_push:
+      return "computation_push";
+    case kind::partial_aggregate:
+      return "partial_aggregate";
+    case kind::gradient_return:
+      return "gradient_return";
+    case kind::embedding_get:
+      return "embedding_get";
+    case kind::embedding_rows:
+      return "embedding_rows";
+    case kind::allreduce_chunk:
+      return "allreduce_chunk";
+    case kind::control:
+      return "control";
+  }
+  return "unknown";
+}
+
+bytes encode(const context& c, const sample_request& m) {
+  capnp::MallocMessageBuilder mb;
+  auto r = mb.initRoot<SampleRequest>();
+  fill_header(r, c, m.h);
+  r.setLayer(m.layer);
+  r.setFanout(m.fanout);
+  r.setSeed(m.seed);
+  set_ints(r.initNodes(static_cast<unsigned>(m.nodes.size())), m.nodes);
+  return to_bytes(mb);
+}
+
+sample_request decode_sample_request(const context& c, std::span<const char> b) {
+  return guarded("sample_request", [&] {
+    reader rd(c, b, "sample_request");
+    auto r = rd.root<SampleRequest>(c);
+    sample_request m;
+    m.h = read_header(r);
+    m.layer = r.getLayer();
+    m.fanout = r.getFanout();
+    m.seed = r.getSeed();
+    m.nodes = to_vector(r.getNodes());
+    if (m.fanout < -1 || m.fanout == 0)
+      rd.fail("fanout " + std::to_string(m.fanout) + " is not -1 or positive");
+    check_ids(rd, m.nodes, "nodes");
+    return m;
+  });
+}
+
+bytes encode(const context& c, const sample_response& m) {
+  capnp::MallocMessageBuilder mb;
+  auto r = mb.initRoot<SampleResponse>();
+  fill_header(r, c, m.h);
+  set_ints(r.initCounts(static_cast<unsigned>(m.counts.size())), m.counts);
+  set_ints(r.initNeighbors(static_cast<unsigned>(m.neighbors.size())), m.neighbors);
+  set_ints(r.initDegrees(static_cast<unsigned>(m.degrees.size())), m.degrees);
+  return to_bytes(mb);
+}
+
+sample_response decode_sample_response(const context& c, std::span<const char> b) {
+  return guarded("sample_response", [&] {
+    reader rd(c, b, "sample_response");
+    auto r = rd.root<SampleResponse>(c);
+    sample_response m;
+    m.h = read_header(r);
+    m.counts = to_vector(r.getCounts());
+    m.neighbors = to_vector(r.getNeighbors());
+    m.degrees = to_vector(r.getDegrees());
+    std::int64_t total = 0;
+    for (auto n : m.counts) {
+      if (n < 0) rd.fail("negative neighbour count");
+      total += n;
+    }
+    if (total != static_cast<std::int64_t>(m.neighbors.size())) {
+      rd.fail("counts add up to " + std::to_string(total) + " but " +
+              std::to_string(m.neighbors.size()) + " neighbours were sent");
+    }
+    if (m.degrees.size() != m.counts.size()) rd.fail("degrees and counts differ in length");
+    for (size_t i = 0; i < m.counts.size(); ++i) {
+      if (m.degrees[i] < m.counts[i]) rd.fail("a node has more sampled neighbours than its degree");
+    }
+    check_ids(rd, m.neighbors, "neighbors");
+    return m;
+  });
+}
+
+bytes encode(const context& c, const row_request& m, kind k) {
+  capnp::MallocMessageBuilder mb;
+  if (k == kind::feature_request) {
+    auto r = mb.initRoot<FeatureRequest>();
+    fill_header(r, c, m.h);
+    set_ints(r.initNodes(static_cast<unsigned>(m.nodes.size())), m.nodes);
+  } else {
+    auto r = mb.initRoot<HaloRequest>();
+    fill_header(r, c, m.h);
+    r.setLayer(m.layer);
+    set_ints(r.initNodes(static_cast<unsigned>(m.nodes.size())), m.nodes);
+  }
+  return to_bytes(mb);
+}
+
+row_request decode_row_request(const context& c, std::span<const char> b) {
+  // Both request kinds start with header and a node list; HaloRequest adds the layer.
+  return guarded("row_request", [&] {
+    reader rd(c, b, "row_request");
+    auto r = rd.root<HaloRequest>(c);
+    row_request m;
+    m.h = read_header(r);
+    m.layer = r.getLayer();
+    m.nodes = to_vector(r.getNodes());
+    check_ids(rd, m.nodes, "nodes");
+    return m;
+  });
+}
+
+bytes encode(const context& c, const row_block& m, kind) {
+  capnp::MallocMessageBuilder mb;
+  auto r = mb.initRoot<FeatureResponse>();
+  fill_header(r, c, m.h);
+  r.setRows(static_cast<std::uint32_t>(m.rows.rows()));
+  r.setCols(static_cast<std::uint32_t>(m.rows.cols()));
+  const auto n = static_cast<size_t>(m.rows.size()) * sizeof(float);
+  auto data = r.initValues(static_cast<unsigned>(n));
+  if (n) std::memcpy(data.begin(), m.rows.data(), n);
+  return to_bytes(mb);
+}
+
+row_block decode_row_block(const context& c, std::span<const char> b) {
+  return guarded("row_block", [&] {
+    reader rd(c, b, "row_block");
+    auto r = rd.root<FeatureResponse>(c);
+    row_block m;
+    m.h = read_header(r);
+    const std::uint64_t rows = r.getRows(), cols = r.getCols();
+    auto data = r.getValues();
+    if (rows * cols * sizeof(float) != data.size()) {
+      rd.fail(std::to_string(rows) + " x " + std::to_string(cols) + " floats do not match " +
+              std::to_string(data.size()) + " payload bytes");
+    }
+    m.rows.resize(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+    if (data.size()) std::memcpy(m.rows.data(), data.begin(), data.size());
+    return m;
+  });
+}
+
+bytes encode(const context& c, const allreduce_chunk& m) {
+  capnp::MallocMessageBuilder mb;
+  auto r = mb.initRoot<AllReduceChunk>();
+  fill_header(r, c, m.h);
+  r.setRound(m.round);
+  r.setOffset(m.offset);
+  const auto n = m.values.size() * sizeof(float);
+  auto data = r.initValues(static_cast<unsigned>(n));
+  if (n) std::memcpy(data.begin(), m.values.data(), n);
+  return to_bytes(mb);
+}
+
+allreduce_chunk decode_allreduce_chunk(const context& c, std::span<const char> b) {
+  return guarded("allreduce_chunk", [&] {
+    reader rd(c, b, "allreduce_chunk");
+    auto r = rd.root<AllReduceChunk>(c);
+    allreduce_chunk m;
+    m.h = read_header(r);
+    m.round = r.getRound();
+    m.offset = r.getOffset();
+    auto data = r.getValues();
+    if (data.size() % sizeof(float) != 0) rd.fail("payload is not whole float32 values");
+    m.values.resize(data.size() / sizeof(float));
+    if (data.size()) std::memcpy(m.values.data(), data.begin(), data.size());
+    return m;
+  });
+}
+
+bytes encode(const context& c, const control& m) {
+  capnp::MallocMessageBuilder mb;
+  auto r = mb.initRoot<Control>();
+  fill_header(r, c, m.h);
+  r.setKind(static_cast<Control::Kind>(m.what));
+  r.setEpoch(m.epoch);
+  r.setValue(m.value);
+  r.setText(m.text);
+  return to_bytes(mb);
+}
+
+control decode_control(const context& c, std::span<const char> b) {
+  return guarded("control", [&] {
+    reader rd(c, b, "control");
+    auto r = rd.root<Control>(c);
+    control m;
+    m.h = read_header(r);
+    const auto k = static_cast<std::uint16_t>(r.getKind());
+    if (k > static_cast<std::uint16_t>(control_kind::result))
+      rd.fail("unknown control kind " + std::to_string(k));
+    m.what = static_cast<control_kind>(k);
+    m.epoch = r.getEpoch();
+    m.value = r.getValue();
+    m.text = r.getText().cStr();
+    return m;
+  });
+}
+
+}  // namespace degnn::wire

@@ -1,0 +1,113 @@
+// Codecs between DEGNN's plain message structs and their Cap'n Proto encodings (degnn.capnp).
+// Decoding validates everything a hostile or broken peer could get wrong and throws wire_error;
+// it never returns a half-read message.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model/tensor.hpp"
+
+namespace degnn::wire {
+
+inline constexpr std::uint16_t kProtocolVersion = 1;
+
+class wire_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// What every message is checked against: the protocol version and this run's cluster id.
+struct context {
+  std::uint64_t cluster_id = 0;
+  std::size_t max_bytes = std::size_t{1} << 30;  ///< larger buffers are rejected unread
+};
+
+/// Kinds, one per schema root; also the keys of the byte counters.
+enum class kind : std::uint16_t {
+  sample_request = 1,
+  sample_response,
+  feature_request,
+  feature_response,
+  halo_request,
+  halo_response,
+  computation_push,
+  partial_aggregate,
+  gradient_return,
+  embedding_get,
+  embedding_rows,
+  allreduce_chunk,
+  control,
+};
+inline constexpr int kNumKinds = 14;  ///< array size for per-kind counters (index = kind value)
+const char* kind_name(kind k);
+
+struct header {
+  std::uint64_t step = 0;
+  std::int32_t sender = 0;
+};
+
+struct sample_request {
+  header h;
+  std::uint8_t layer = 0;
+  std::int32_t fanout = -1;
+  std::uint64_t seed = 0;
+  std::vector<node_id> nodes;
+};
+
+struct sample_response {
+  header h;
+  std::vector<std::int32_t> counts;
+  std::vector<node_id> neighbors;
+  std::vector<std::int32_t> degrees;
+};
+
+/// Feature pulls and evaluation halo requests share one shape (layer is 0 for features).
+struct row_request {
+  header h;
+  std::uint8_t layer = 0;
+  std::vector<node_id> nodes;
+};
+
+/// Rows of a float matrix: feature rows, halo rows.
+struct row_block {
+  header h;
+  Matrix rows;
+};
+
+struct allreduce_chunk {
+  header h;
+  std::uint32_t round = 0;
+  std::uint64_t offset = 0;
+  std::vector<float> values;
+};
+
+enum class control_kind : std::uint16_t { step, epoch, evaluate, checkpoint, shutdown, result };
+struct control {
+  header h;
+  control_kind what = control_kind::step;
+  std::uint32_t epoch = 0;
+  double value = 0;
+  std::string text;
+};
+
+using bytes = std::vector<char>;
+
+bytes encode(const context& c, const sample_request& m);
+bytes encode(const context& c, const sample_response& m);
+bytes encode(const context& c, const row_request& m, kind k /*feature_request or halo_request*/);
+bytes encode(const context& c, const row_block& m, kind k /*feature_response or halo_response*/);
+bytes encode(const context& c, const allreduce_chunk& m);
+bytes encode(const context& c, const control& m);
+
+sample_request decode_sample_request(const context& c, std::span<const char> b);
+sample_response decode_sample_response(const context& c, std::span<const char> b);
+row_request decode_row_request(const context& c, std::span<const char> b);
+row_block decode_row_block(const context& c, std::span<const char> b);
+allreduce_chunk decode_allreduce_chunk(const context& c, std::span<const char> b);
+control decode_control(const context& c, std::span<const char> b);
+
+}  // namespace degnn::wire
