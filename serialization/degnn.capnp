@@ -100,6 +100,9 @@ struct AllReduceChunk {
   round @1 :UInt32;
   offset @2 :UInt64;          # first parameter index of this chunk
   values @3 :Data;            # float32
+  loss @4 :Float64;           # statistics of the step that made this gradient (summed over seeds)
+  seeds @5 :UInt32;
+  correct @6 :UInt32;
 }
 
 struct Control {
@@ -108,6 +111,7 @@ struct Control {
   epoch @2 :UInt32;
   value @3 :Float64;          # loss, accuracy or count, depending on kind
   text @4 :Text;              # checkpoint path or error text
+  counts @5 :List(UInt64);    # results: accuracy counts, traffic counters
   enum Kind {
     step @0;
     epoch @1;

@@ -279,6 +279,9 @@ bytes encode(const context& c, const allreduce_chunk& m) {
   fill_header(r, c, m.h);
   r.setRound(m.round);
   r.setOffset(m.offset);
+  r.setLoss(m.loss);
+  r.setSeeds(m.seeds);
+  r.setCorrect(m.correct);
   const auto n = m.values.size() * sizeof(float);
   auto data = r.initValues(static_cast<unsigned>(n));
   if (n) std::memcpy(data.begin(), m.values.data(), n);
@@ -293,6 +296,10 @@ allreduce_chunk decode_allreduce_chunk(const context& c, std::span<const char> b
     m.h = read_header(r);
     m.round = r.getRound();
     m.offset = r.getOffset();
+    m.loss = r.getLoss();
+    m.seeds = r.getSeeds();
+    m.correct = r.getCorrect();
+    if (m.correct > m.seeds) rd.fail("more correct predictions than seeds");
     auto data = r.getValues();
     if (data.size() % sizeof(float) != 0) rd.fail("payload is not whole float32 values");
     m.values.resize(data.size() / sizeof(float));
@@ -309,6 +316,8 @@ bytes encode(const context& c, const control& m) {
   r.setEpoch(m.epoch);
   r.setValue(m.value);
   r.setText(m.text);
+  auto counts = r.initCounts(static_cast<unsigned>(m.counts.size()));
+  for (unsigned i = 0; i < m.counts.size(); ++i) counts.set(i, m.counts[i]);
   return to_bytes(mb);
 }
 
@@ -325,6 +334,7 @@ control decode_control(const context& c, std::span<const char> b) {
     m.epoch = r.getEpoch();
     m.value = r.getValue();
     m.text = r.getText().cStr();
+    for (auto v : r.getCounts()) m.counts.push_back(v);
     return m;
   });
 }

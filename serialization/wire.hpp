@@ -83,6 +83,9 @@ struct allreduce_chunk {
   std::uint32_t round = 0;
   std::uint64_t offset = 0;
   std::vector<float> values;
+  double loss = 0;  ///< summed over the step's labelled seeds
+  std::uint32_t seeds = 0;
+  std::uint32_t correct = 0;
 };
 
 enum class control_kind : std::uint16_t { step, epoch, evaluate, checkpoint, shutdown, result };
@@ -92,6 +95,7 @@ struct control {
   std::uint32_t epoch = 0;
   double value = 0;
   std::string text;
+  std::vector<std::uint64_t> counts;
 };
 
 using bytes = std::vector<char>;
