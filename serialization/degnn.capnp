@@ -37,6 +37,7 @@ struct FeatureResponse {
   rows @1 :UInt32;
   cols @2 :UInt32;
   values @3 :Data;            # rows * cols float32
+  degrees @4 :List(Int32);    # feature pulls: full in-degree of each row's node (GCN needs it)
 }
 
 # -- layer-wise evaluation: halo rows of h^(l) --

@@ -252,6 +252,7 @@ bytes encode(const context& c, const row_block& m, kind) {
   const auto n = static_cast<size_t>(m.rows.size()) * sizeof(float);
   auto data = r.initValues(static_cast<unsigned>(n));
   if (n) std::memcpy(data.begin(), m.rows.data(), n);
+  if (!m.degrees.empty()) set_ints(r.initDegrees(static_cast<unsigned>(m.degrees.size())), m.degrees);
   return to_bytes(mb);
 }
 
@@ -269,6 +270,11 @@ row_block decode_row_block(const context& c, std::span<const char> b) {
     }
     m.rows.resize(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
     if (data.size()) std::memcpy(m.rows.data(), data.begin(), data.size());
+    m.degrees = to_vector(r.getDegrees());
+    if (!m.degrees.empty() && m.degrees.size() != rows) rd.fail("degrees and rows differ in count");
+    for (auto deg : m.degrees) {
+      if (deg < 0) rd.fail("negative degree");
+    }
     return m;
   });
 }

@@ -76,6 +76,7 @@ struct row_request {
 struct row_block {
   header h;
   Matrix rows;
+  std::vector<std::int32_t> degrees;  ///< empty, or one per row (feature pulls)
 };
 
 struct allreduce_chunk {

@@ -51,12 +51,12 @@ TEST(Wire, RoundTripsFeatureRowsBitExactly) {
 }
 
 TEST(Wire, EncodesFeatureRowsInAPredictableNumberOfBytes) {
-  // Segment table (8) + root pointer (8) + FeatureResponse struct (1 data word, 2 pointers)
-  // + Header struct (3 data words) + payload rounded up to words.
+  // Segment table (8) + root pointer (8) + FeatureResponse struct (1 data word, 3 pointers:
+  // header, values, degrees) + Header struct (3 data words) + payload rounded up to words.
   row_block m;
   m.rows = Matrix::Zero(10, 4);
   const auto b = encode(ctx, m, kind::feature_response);
-  EXPECT_EQ(b.size(), 8u + 8u + 24u + 24u + 160u);
+  EXPECT_EQ(b.size(), 8u + 8u + 32u + 24u + 160u);
 }
 
 TEST(Wire, RoundTripsAllReduceChunksAndControl) {
