@@ -1,0 +1,40 @@
+// Builds the global <-> local id maps of a partition book with one counting sort over the owners.
+#include "model/partition_book.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace degnn {
+
+partition_book::partition_book(std::vector<std::int32_t> owner, int num_parts)
+    : num_parts_(num_parts), owner_(std::move(owner)) {
+  if (num_parts < 1) {
+    throw std::invalid_argument("partition_book: num_parts must be at least 1, got " +
+                                std::to_string(num_parts));
+  }
+  const size_t n = owner_.size();
+  start_.assign(static_cast<size_t>(num_parts) + 1, 0);
+  for (size_t g = 0; g < n; ++g) {
+    const std::int32_t o = owner_[g];
+    if (o < 0 || o >= num_parts) {
+      throw std::invalid_argument("partition_book: node " + std::to_string(g) + " has owner " +
+                                  std::to_string(o) + ", outside [0, " + std::to_string(num_parts) +
+                                  ")");
+    }
+    ++start_[static_cast<size_t>(o) + 1];
+  }
+  for (int p = 0; p < num_parts; ++p)
+    start_[static_cast<size_t>(p) + 1] += start_[static_cast<size_t>(p)];
+  // Visiting globals in ascending order keeps each part's list sorted, so local ids follow global
+  // order.
+  owned_.resize(n);
+  local_.resize(n);
+  std::vector<node_id> fill(start_.begin(), start_.end() - 1);
+  for (size_t g = 0; g < n; ++g) {
+    const auto p = static_cast<size_t>(owner_[g]);
+    local_[g] = fill[p] - start_[p];
+    owned_[static_cast<size_t>(fill[p]++)] = static_cast<node_id>(g);
+  }
+}
+
+}  // namespace degnn

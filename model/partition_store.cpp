@@ -1,0 +1,605 @@
+// Cutting a dataset into per-partition values and storing them: a text meta file, the book as
+// owner.bin and one binary file per partition. Binary files are a fixed header (magic, version,
+// sizes), the raw arrays written one call each, and a trailing checksum over header and payload.
+#include "model/partition_store.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#include "model/data_error.hpp"
+
+namespace degnn {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::int32_t kFormatVersion = 1;
+constexpr char kPartMagic[8] = {'D', 'E', 'G', 'N', 'N', 'P', 'T', '1'};
+constexpr char kBookMagic[8] = {'D', 'E', 'G', 'N', 'N', 'P', 'B', '1'};
+constexpr const char* kMetaName = "partitions.meta";
+constexpr const char* kBookName = "owner.bin";
+
+// Order-dependent 64-bit checksum over 8-byte words (same scheme as the dataset cache): catches
+// flipped bytes and swapped blocks, and runs at memory speed.
+struct checksum {
+  std::uint64_t h = 0x9e3779b97f4a7c15ull;
+  void add(const void* data, size_t bytes) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      h = (h ^ w) * 0x100000001b3ull + (h >> 29);
+    }
+    for (; i < bytes; ++i)
+      h = (h ^ p[i]) * 0x100000001b3ull;
+  }
+};
+
+std::uint64_t owner_checksum(std::span<const std::int32_t> owner) {
+  checksum sum;
+  sum.add(owner.data(), owner.size_bytes());
+  return sum.h;
+}
+
+// Padding-free headers (all fields 8-byte aligned in order), memset before use so every byte that
+// enters the checksum is defined.
+struct part_header {
+  char magic[8];
+  std::uint32_t version;
+  std::int32_t part;
+  std::int32_t num_parts;
+  std::int32_t num_classes;
+  std::int64_t num_global_nodes, num_owned, num_edges, num_features;
+  std::int64_t num_train, num_valid, num_test, num_halo;
+  std::uint64_t owner_checksum;
+};
+static_assert(sizeof(part_header) == 8 + 4 * 4 + 8 * 8 + 8);
+
+struct book_header {
+  char magic[8];
+  std::uint32_t version;
+  std::int32_t num_parts;
+  std::int64_t num_nodes;
+};
+static_assert(sizeof(book_header) == 24);
+
+// Writes to FILE.tmpPID and renames on finish(), so readers see either the old file or the new one.
+class bin_writer {
+ public:
+  explicit bin_writer(fs::path file)
+      : file_(std::move(file)), tmp_(file_.string() + ".tmp" + std::to_string(::getpid())) {
+    out_.open(tmp_, std::ios::binary | std::ios::trunc);
+    if (!out_) throw data_error::at(tmp_.string(), 0, "cannot create file");
+  }
+  ~bin_writer() {
+    if (!done_) {
+      out_.close();
+      std::error_code ec;
+      fs::remove(tmp_, ec);
+    }
+  }
+  template <class T>
+  void put(const T* data, size_t count) {
+    const size_t bytes = count * sizeof(T);
+    if (bytes == 0) return;
+    out_.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+    sum_.add(data, bytes);
+  }
+  void finish() {
+    out_.write(reinterpret_cast<const char*>(&sum_.h), sizeof sum_.h);
+    out_.close();
+    if (!out_) throw data_error::at(tmp_.string(), 0, "writing failed (disk full?)");
+    fs::rename(tmp_, file_);
+    done_ = true;
+  }
+
+ private:
+  fs::path file_, tmp_;
+  std::ofstream out_;
+  checksum sum_;
+  bool done_ = false;
+};
+
+class bin_reader {
+ public:
+  explicit bin_reader(fs::path file) : file_(std::move(file)) {
+    std::error_code ec;
+    if (!fs::is_regular_file(file_, ec)) throw fail("missing (no such file)");
+    size_ = fs::file_size(file_, ec);
+    if (ec) throw fail("cannot read its size: " + ec.message());
+    in_.open(file_, std::ios::binary);
+    if (!in_) throw fail("cannot open for reading");
+  }
+  std::uintmax_t size() const { return size_; }
+  data_error fail(const std::string& what) const { return data_error::at(file_.string(), 0, what); }
+
+  template <class T>
+  void get(T* data, size_t count) {
+    const size_t bytes = count * sizeof(T);
+    if (bytes == 0) return;
+    in_.read(reinterpret_cast<char*>(data), static_cast<std::streamsize>(bytes));
+    if (static_cast<size_t>(in_.gcount()) != bytes)
+      throw fail("truncated: ends inside the payload");
+    sum_.add(data, bytes);
+  }
+  /// Reads the trailing checksum and compares it with everything read so far.
+  void verify_checksum() {
+    std::uint64_t stored = 0;
+    in_.read(reinterpret_cast<char*>(&stored), sizeof stored);
+    if (in_.gcount() != sizeof stored) throw fail("truncated: the trailing checksum is missing");
+    if (stored != sum_.h) throw fail("checksum mismatch: the file is corrupted");
+  }
+
+ private:
+  fs::path file_;
+  std::ifstream in_;
+  std::uintmax_t size_ = 0;
+  checksum sum_;
+};
+
+// Reads the header first and checks the file size against it before allocating anything, so a
+// corrupt size field cannot trigger a huge allocation.
+template <class Header>
+Header read_header(bin_reader& r, const char (&magic)[8], const char* what) {
+  Header h;
+  std::memset(&h, 0, sizeof h);
+  if (r.size() < sizeof h + sizeof(std::uint64_t)) {
+    throw r.fail("truncated: " + std::to_string(r.size()) + " bytes, too short for a " + what +
+                 " header");
+  }
+  r.get(&h, 1);
+  if (std::memcmp(h.magic, magic, 8) != 0)
+    throw r.fail(std::string("not a DEGNN ") + what + " file (bad magic)");
+  if (h.version != static_cast<std::uint32_t>(kFormatVersion)) {
+    throw r.fail("unsupported format version " + std::to_string(h.version) + " (this build reads " +
+                 std::to_string(kFormatVersion) + ")");
+  }
+  return h;
+}
+
+void check_size(const bin_reader& r, unsigned __int128 expected) {
+  if (expected != r.size()) {
+    const bool shorter = r.size() < expected;
+    throw r.fail(std::string(shorter ? "truncated" : "has trailing bytes") + ": expected " +
+                 std::to_string(static_cast<std::uint64_t>(expected)) +
+                 " bytes from its header, found " + std::to_string(r.size()));
+  }
+}
+
+// -- meta file --
+
+std::string meta_text(const partition_meta& m) {
+  std::ostringstream s;
+  char sum[17];
+  std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(m.owner_checksum));
+  s << "# DEGNN graph partitions: owner.bin is the partition book, part-K/partition.bin part K.\n"
+    << "format_version=" << m.format_version << "\n"
+    << "dataset=" << m.dataset_name << "\n"
+    << "num_nodes=" << m.num_nodes << "\n"
+    << "num_edges=" << m.num_edges << "\n"
+    << "num_features=" << m.num_features << "\n"
+    << "num_classes=" << m.num_classes << "\n"
+    << "num_parts=" << m.num_parts << "\n"
+    << "method=" << m.method << "\n"
+    << "seed=" << m.seed << "\n"
+    << "owner_checksum=" << sum << "\n";
+  return s.str();
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
+  return s;
+}
+
+template <class T>
+T parse_number(std::string_view v, const std::string& file, std::int64_t line, std::string_view key,
+               int base = 10) {
+  T out{};
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out, base);
+  if (ec != std::errc() || end != v.data() + v.size()) {
+    throw data_error::at(
+        file, line,
+        "value of " + std::string(key) + " is not a valid number: '" + std::string(v) + "'");
+  }
+  return out;
+}
+
+void write_text_file(const fs::path& file, const std::string& text) {
+  const fs::path tmp = file.string() + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) throw data_error::at(tmp.string(), 0, "cannot create file");
+    out << text;
+    out.close();
+    if (!out) throw data_error::at(tmp.string(), 0, "writing failed (disk full?)");
+  }
+  fs::rename(tmp, file);
+}
+
+void write_partition_file(const fs::path& file, const graph_partition& p, std::uint64_t book_sum) {
+  part_header h;
+  std::memset(&h, 0, sizeof h);
+  std::memcpy(h.magic, kPartMagic, 8);
+  h.version = kFormatVersion;
+  h.part = p.part;
+  h.num_parts = p.num_parts;
+  h.num_classes = p.num_classes;
+  h.num_global_nodes = p.num_global_nodes;
+  h.num_owned = p.num_owned();
+  h.num_edges = p.num_edges();
+  h.num_features = p.features.cols();
+  h.num_train = static_cast<std::int64_t>(p.train.size());
+  h.num_valid = static_cast<std::int64_t>(p.valid.size());
+  h.num_test = static_cast<std::int64_t>(p.test.size());
+  h.num_halo = static_cast<std::int64_t>(p.halo.size());
+  h.owner_checksum = book_sum;
+  bin_writer w(file);
+  w.put(&h, 1);
+  w.put(p.owned.data(), p.owned.size());
+  w.put(p.indptr.data(), p.indptr.size());
+  w.put(p.src_global.data(), p.src_global.size());
+  w.put(p.src_local.data(), p.src_local.size());
+  w.put(p.features.data(), static_cast<size_t>(p.features.size()));
+  w.put(p.labels.data(), p.labels.size());
+  w.put(p.train.data(), p.train.size());
+  w.put(p.valid.data(), p.valid.size());
+  w.put(p.test.data(), p.test.size());
+  w.put(p.halo.data(), p.halo.size());
+  w.put(p.halo_owner.data(), p.halo_owner.size());
+  w.finish();
+}
+
+// Structural checks of a loaded partition: the checksum catches corruption on disk, these catch a
+// file written by a buggy or foreign writer before a shard indexes out of bounds with it.
+void validate_partition(const graph_partition& p, const bin_reader& r) {
+  const node_id n = p.num_global_nodes;
+  const node_id owned = p.num_owned();
+  for (node_id l = 0; l < owned; ++l) {
+    const node_id g = p.owned[static_cast<size_t>(l)];
+    if (g < 0 || g >= n || (l > 0 && g <= p.owned[static_cast<size_t>(l) - 1])) {
+      throw r.fail("owned ids are not ascending ids in [0, num_nodes) (at local row " +
+                   std::to_string(l) + ")");
+    }
+  }
+  if (p.indptr.front() != 0) throw r.fail("edge offsets do not start at 0");
+  for (size_t l = 0; l + 1 < p.indptr.size(); ++l) {
+    if (p.indptr[l + 1] < p.indptr[l])
+      throw r.fail("edge offsets decrease at local row " + std::to_string(l));
+  }
+  if (p.indptr.back() != static_cast<edge_offset>(p.src_global.size())) {
+    throw r.fail("edge offsets end at " + std::to_string(p.indptr.back()) +
+                 ", not at the edge count " + std::to_string(p.src_global.size()));
+  }
+  for (size_t e = 0; e < p.src_global.size(); ++e) {
+    const node_id g = p.src_global[e], l = p.src_local[e];
+    if (g < 0 || g >= n)
+      throw r.fail("edge " + std::to_string(e) + " has a source outside [0, num_nodes)");
+    const bool ok = l == -1 ? std::binary_search(p.halo.begin(), p.halo.end(), g) &&
+                                  !std::binary_search(p.owned.begin(), p.owned.end(), g)
+                            : l >= 0 && l < owned && p.owned[static_cast<size_t>(l)] == g;
+    if (!ok)
+      throw r.fail("edge " + std::to_string(e) + " has inconsistent local/global/halo source ids");
+  }
+  for (std::int32_t y : p.labels) {
+    if (y < 0 || y >= p.num_classes)
+      throw r.fail("label " + std::to_string(y) + " outside [0, num_classes)");
+  }
+  for (const auto* split : {&p.train, &p.valid, &p.test}) {
+    for (size_t i = 0; i < split->size(); ++i) {
+      const node_id l = (*split)[i];
+      if (l < 0 || l >= owned || (i > 0 && l <= (*split)[i - 1])) {
+        throw r.fail("split ids are not ascending local ids in [0, owned)");
+      }
+    }
+  }
+  for (size_t i = 0; i < p.halo.size(); ++i) {
+    const node_id g = p.halo[i];
+    const std::int32_t o = p.halo_owner[i];
+    if (g < 0 || g >= n || (i > 0 && g <= p.halo[i - 1]))
+      throw r.fail("halo ids are not ascending ids in range");
+    if (o < 0 || o >= p.num_parts || o == p.part)
+      throw r.fail("halo node " + std::to_string(g) + " has owner " + std::to_string(o) +
+                   ", not another part");
+  }
+}
+
+}  // namespace
+
+// -- in memory --
+
+graph_partition extract_partition(const dataset& d, const partition_book& book, int part) {
+  const node_id n = d.num_nodes();
+  if (book.num_nodes() != n) {
+    throw std::invalid_argument("extract_partition: the book has " +
+                                std::to_string(book.num_nodes()) + " nodes, the dataset " +
+                                std::to_string(n));
+  }
+  if (part < 0 || part >= book.num_parts()) {
+    throw std::invalid_argument("extract_partition: part " + std::to_string(part) +
+                                " outside [0, " + std::to_string(book.num_parts()) + ")");
+  }
+  if (d.features.rows() != n || d.labels.size() != static_cast<size_t>(n)) {
+    throw std::invalid_argument(
+        "extract_partition: dataset features/labels do not have one row per node");
+  }
+  const csr_graph& g = d.graph;
+  graph_partition p;
+  p.part = part;
+  p.num_parts = book.num_parts();
+  p.num_global_nodes = n;
+  p.num_classes = d.num_classes;
+  const auto owned = book.owned(part);
+  p.owned.assign(owned.begin(), owned.end());
+  const auto rows = owned.size();
+
+  p.indptr.assign(rows + 1, 0);
+  for (size_t l = 0; l < rows; ++l)
+    p.indptr[l + 1] = p.indptr[l] + g.in_degree(owned[l]);
+  const auto edges = static_cast<size_t>(p.indptr.back());
+  p.src_global.resize(edges);
+  p.src_local.resize(edges);
+  std::vector<node_id> remote;
+  for (size_t l = 0; l < rows; ++l) {
+    const auto row = g.in_neighbors(owned[l]);
+    const auto at = static_cast<size_t>(p.indptr[l]);
+    std::copy(row.begin(), row.end(), p.src_global.begin() + static_cast<std::ptrdiff_t>(at));
+    for (size_t i = 0; i < row.size(); ++i) {
+      const node_id u = row[i];
+      if (book.owner(u) == part) {
+        p.src_local[at + i] = book.local_id(u);
+      } else {
+        p.src_local[at + i] = -1;
+        remote.push_back(u);
+      }
+    }
+  }
+  std::sort(remote.begin(), remote.end());
+  remote.erase(std::unique(remote.begin(), remote.end()), remote.end());
+  p.halo = std::move(remote);
+  p.halo_owner.resize(p.halo.size());
+  for (size_t i = 0; i < p.halo.size(); ++i)
+    p.halo_owner[i] = book.owner(p.halo[i]);
+
+  p.features.resize(static_cast<Eigen::Index>(rows), d.features.cols());
+  p.labels.resize(rows);
+  for (size_t l = 0; l < rows; ++l) {
+    p.features.row(static_cast<Eigen::Index>(l)) = d.features.row(owned[l]);
+    p.labels[l] = d.labels[static_cast<size_t>(owned[l])];
+  }
+  // Global splits are sorted and local ids follow global order, so the local splits come out
+  // sorted.
+  auto local_split = [&](const std::vector<node_id>& global, std::vector<node_id>& local) {
+    for (node_id v : global) {
+      if (book.owner(v) == part) local.push_back(book.local_id(v));
+    }
+  };
+  local_split(d.train, p.train);
+  local_split(d.valid, p.valid);
+  local_split(d.test, p.test);
+  return p;
+}
+
+// -- on disk --
+
+fs::path partition_file(const fs::path& dir, int part) {
+  return dir / ("part-" + std::to_string(part)) / "partition.bin";
+}
+
+void write_partitions(const dataset& d, const std::vector<std::int32_t>& owner, const fs::path& dir,
+                      std::string_view method, std::uint64_t seed, int num_parts) {
+  if (owner.size() != static_cast<size_t>(d.num_nodes())) {
+    throw std::invalid_argument("write_partitions: owner has " + std::to_string(owner.size()) +
+                                " entries for a dataset of " + std::to_string(d.num_nodes()) +
+                                " nodes");
+  }
+  if (num_parts <= 0)
+    num_parts = owner.empty() ? 1 : *std::max_element(owner.begin(), owner.end()) + 1;
+  for (const std::string_view s : {std::string_view(d.name), method}) {
+    if (s.find('\n') != std::string_view::npos || s.find('\r') != std::string_view::npos) {
+      throw std::invalid_argument(
+          "write_partitions: dataset and method names must be single lines");
+    }
+  }
+  const partition_book book(owner, num_parts);  // validates the owners
+  const std::uint64_t book_sum = owner_checksum(owner);
+
+  fs::create_directories(dir);
+  for (int k = 0; k < num_parts; ++k) {
+    const fs::path file = partition_file(dir, k);
+    fs::create_directories(file.parent_path());
+    write_partition_file(file, extract_partition(d, book, k), book_sum);
+  }
+  {
+    book_header h;
+    std::memset(&h, 0, sizeof h);
+    std::memcpy(h.magic, kBookMagic, 8);
+    h.version = kFormatVersion;
+    h.num_parts = num_parts;
+    h.num_nodes = static_cast<std::int64_t>(owner.size());
+    bin_writer w(dir / kBookName);
+    w.put(&h, 1);
+    w.put(owner.data(), owner.size());
+    w.finish();
+  }
+  partition_meta m;
+  m.format_version = kFormatVersion;
+  m.dataset_name = d.name;
+  m.num_nodes = d.num_nodes();
+  m.num_edges = d.graph.num_edges();
+  m.num_features = d.num_features();
+  m.num_classes = d.num_classes;
+  m.num_parts = num_parts;
+  m.method = std::string(method);
+  m.seed = seed;
+  m.owner_checksum = book_sum;
+  write_text_file(dir / kMetaName, meta_text(m));  // last: its presence marks a complete set
+}
+
+partition_meta load_partition_meta(const fs::path& dir) {
+  const fs::path path = dir / kMetaName;
+  const std::string file = path.string();
+  std::ifstream in(path);
+  if (!in)
+    throw data_error::at(file, 0, "missing or unreadable (not a partitioned dataset directory?)");
+  partition_meta m;
+  std::vector<std::string> seen;
+  std::string text;
+  std::int64_t line_no = 0;
+  while (std::getline(in, text)) {
+    ++line_no;
+    const std::string_view line = trim(text);
+    if (line.empty() || line.front() == '#') continue;
+    const auto eq = line.find('=');
+    if (eq == std::string_view::npos) throw data_error::at(file, line_no, "expected key=value");
+    const std::string key(trim(line.substr(0, eq)));
+    const std::string_view value = trim(line.substr(eq + 1));
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      throw data_error::at(file, line_no, "key " + key + " appears twice");
+    }
+    seen.push_back(key);
+    if (key == "format_version") {
+      m.format_version = parse_number<std::int32_t>(value, file, line_no, key);
+      if (m.format_version != kFormatVersion) {
+        throw data_error::at(file, line_no,
+                             "unsupported format_version " + std::string(value) +
+                                 " (this build reads " + std::to_string(kFormatVersion) + ")");
+      }
+    } else if (key == "dataset") {
+      m.dataset_name = std::string(value);
+    } else if (key == "num_nodes") {
+      m.num_nodes = parse_number<node_id>(value, file, line_no, key);
+    } else if (key == "num_edges") {
+      m.num_edges = parse_number<edge_offset>(value, file, line_no, key);
+    } else if (key == "num_features") {
+      m.num_features = parse_number<std::int32_t>(value, file, line_no, key);
+    } else if (key == "num_classes") {
+      m.num_classes = parse_number<std::int32_t>(value, file, line_no, key);
+    } else if (key == "num_parts") {
+      m.num_parts = parse_number<std::int32_t>(value, file, line_no, key);
+    } else if (key == "method") {
+      m.method = std::string(value);
+    } else if (key == "seed") {
+      m.seed = parse_number<std::uint64_t>(value, file, line_no, key);
+    } else if (key == "owner_checksum") {
+      m.owner_checksum = parse_number<std::uint64_t>(value, file, line_no, key, 16);
+    } else {
+      throw data_error::at(file, line_no, "unknown key '" + key + "'");
+    }
+  }
+  for (const char* key : {"format_version", "dataset", "num_nodes", "num_edges", "num_features",
+                          "num_classes", "num_parts", "method", "seed", "owner_checksum"}) {
+    if (std::find(seen.begin(), seen.end(), key) == seen.end()) {
+      throw data_error::at(file, 0, std::string("missing key ") + key);
+    }
+  }
+  if (m.num_nodes < 0 || m.num_edges < 0 || m.num_features < 0 || m.num_classes < 0 ||
+      m.num_parts < 1 || m.num_parts > std::max<node_id>(m.num_nodes, 1)) {
+    throw data_error::at(
+        file, 0, "sizes out of range (negative counts, or num_parts not in [1, num_nodes])");
+  }
+  return m;
+}
+
+partition_book load_partition_book(const fs::path& dir) {
+  const partition_meta m = load_partition_meta(dir);
+  bin_reader r(dir / kBookName);
+  const auto h = read_header<book_header>(r, kBookMagic, "partition book");
+  if (h.num_parts != m.num_parts || h.num_nodes != m.num_nodes) {
+    throw r.fail("header says " + std::to_string(h.num_nodes) + " nodes in " +
+                 std::to_string(h.num_parts) + " parts, " + kMetaName + " says " +
+                 std::to_string(m.num_nodes) + " in " + std::to_string(m.num_parts));
+  }
+  check_size(r, sizeof h + 4 * static_cast<unsigned __int128>(h.num_nodes) + 8);
+  std::vector<std::int32_t> owner(static_cast<size_t>(h.num_nodes));
+  r.get(owner.data(), owner.size());
+  r.verify_checksum();
+  if (owner_checksum(owner) != m.owner_checksum) {
+    throw r.fail(std::string("does not match ") + kMetaName +
+                 " (owner checksum differs: files from different runs?)");
+  }
+  for (size_t g = 0; g < owner.size(); ++g) {
+    if (owner[g] < 0 || owner[g] >= m.num_parts) {
+      throw r.fail("node " + std::to_string(g) + " has owner " + std::to_string(owner[g]) +
+                   ", outside [0, " + std::to_string(m.num_parts) + ")");
+    }
+  }
+  return partition_book(std::move(owner), m.num_parts);
+}
+
+graph_partition load_partition(const fs::path& dir, int part) {
+  const partition_meta m = load_partition_meta(dir);
+  if (part < 0 || part >= m.num_parts) {
+    throw std::invalid_argument("load_partition: part " + std::to_string(part) + " outside [0, " +
+                                std::to_string(m.num_parts) + ") of " + dir.string());
+  }
+  bin_reader r(partition_file(dir, part));
+  const auto h = read_header<part_header>(r, kPartMagic, "partition");
+  if (h.part != part || h.num_parts != m.num_parts || h.num_global_nodes != m.num_nodes ||
+      h.num_features != m.num_features || h.num_classes != m.num_classes ||
+      h.owner_checksum != m.owner_checksum) {
+    throw r.fail("header (part " + std::to_string(h.part) + " of " + std::to_string(h.num_parts) +
+                 ", " + std::to_string(h.num_global_nodes) + " nodes) does not match " + kMetaName +
+                 " (part " + std::to_string(part) + " of " + std::to_string(m.num_parts) + ", " +
+                 std::to_string(m.num_nodes) + " nodes) or comes from a different partitioning");
+  }
+  if (h.num_owned < 0 || h.num_owned > h.num_global_nodes || h.num_edges < 0 ||
+      h.num_edges > m.num_edges || h.num_halo < 0 || h.num_halo > h.num_global_nodes) {
+    throw r.fail("corrupt sizes in the header");
+  }
+  for (std::int64_t s : {h.num_train, h.num_valid, h.num_test}) {
+    if (s < 0 || s > h.num_owned) throw r.fail("corrupt split sizes in the header");
+  }
+  using u128 = unsigned __int128;
+  const u128 expected = sizeof h + 4 * u128(h.num_owned) + 8 * (u128(h.num_owned) + 1) +
+                        8 * u128(h.num_edges) + 4 * u128(h.num_owned) * u128(h.num_features) +
+                        4 * u128(h.num_owned) + 4 * u128(h.num_train + h.num_valid + h.num_test) +
+                        8 * u128(h.num_halo) + 8;
+  check_size(r, expected);
+
+  graph_partition p;
+  p.part = h.part;
+  p.num_parts = h.num_parts;
+  p.num_global_nodes = static_cast<node_id>(h.num_global_nodes);
+  p.num_classes = h.num_classes;
+  const auto owned = static_cast<size_t>(h.num_owned), edges = static_cast<size_t>(h.num_edges);
+  p.owned.resize(owned);
+  p.indptr.resize(owned + 1);
+  p.src_global.resize(edges);
+  p.src_local.resize(edges);
+  p.features.resize(static_cast<Eigen::Index>(owned), static_cast<Eigen::Index>(h.num_features));
+  p.labels.resize(owned);
+  p.train.resize(static_cast<size_t>(h.num_train));
+  p.valid.resize(static_cast<size_t>(h.num_valid));
+  p.test.resize(static_cast<size_t>(h.num_test));
+  p.halo.resize(static_cast<size_t>(h.num_halo));
+  p.halo_owner.resize(static_cast<size_t>(h.num_halo));
+  r.get(p.owned.data(), p.owned.size());
+  r.get(p.indptr.data(), p.indptr.size());
+  r.get(p.src_global.data(), p.src_global.size());
+  r.get(p.src_local.data(), p.src_local.size());
+  r.get(p.features.data(), static_cast<size_t>(p.features.size()));
+  r.get(p.labels.data(), p.labels.size());
+  r.get(p.train.data(), p.train.size());
+  r.get(p.valid.data(), p.valid.size());
+  r.get(p.test.data(), p.test.size());
+  r.get(p.halo.data(), p.halo.size());
+  r.get(p.halo_owner.data(), p.halo_owner.size());
+  r.verify_checksum();
+  validate_partition(p, r);
+  return p;
+}
+
+}  // namespace degnn

@@ -1,0 +1,83 @@
+// One graph partition as a shard holds it (owned nodes, their in-edges, features, labels, split,
+// halo), and the on-disk layout of a partitioned dataset: partitions.meta, owner.bin (the book) and
+// part-K/partition.bin, so that a node reads only the book and its own partition.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/dataset.hpp"
+#include "model/partition_book.hpp"
+#include "model/tensor.hpp"
+
+namespace degnn {
+
+/// Everything a shard needs about its part. Local id l is the position of owned[l].
+struct graph_partition {
+  std::int32_t part = 0;
+  std::int32_t num_parts = 0;
+  node_id num_global_nodes = 0;
+  std::vector<node_id> owned;  ///< global ids, ascending
+  /// In-edges of the owned nodes as CSR over local destination rows: row l (edges indptr[l] to
+  /// indptr[l+1]) is the global CSR row of owned[l], sources ascending. Each edge of the graph is
+  /// stored once, at its destination's owner.
+  std::vector<edge_offset> indptr{0};  ///< size owned.size() + 1
+  std::vector<node_id> src_global;     ///< global source id per edge
+  std::vector<node_id> src_local;      ///< local source id per edge, -1 where the source is remote
+  Matrix features;                     ///< (owned, num_features), rows in local order
+  std::vector<std::int32_t> labels;    ///< per owned node
+  std::int32_t num_classes = 0;
+  std::vector<node_id> train, valid, test;  ///< local ids, ascending
+  std::vector<node_id> halo;                ///< remote in-neighbours: global ids, sorted, unique
+  std::vector<std::int32_t> halo_owner;     ///< owner of halo[i]
+
+  node_id num_owned() const { return static_cast<node_id>(owned.size()); }
+  edge_offset num_edges() const { return indptr.back(); }
+  std::span<const node_id> in_neighbors_global(node_id l) const {
+    return {
+        src_global.data() + indptr[static_cast<size_t>(l)],
+        static_cast<size_t>(indptr[static_cast<size_t>(l) + 1] - indptr[static_cast<size_t>(l)])};
+  }
+};
+
+/// Cuts part `part` out of d according to book (in memory; write_partitions uses it per part).
+graph_partition extract_partition(const dataset& d, const partition_book& book, int part);
+
+/// Contents of DIR/partitions.meta.
+struct partition_meta {
+  std::int32_t format_version = 0;
+  std::string dataset_name;
+  node_id num_nodes = 0;
+  edge_offset num_edges = 0;
+  std::int32_t num_features = 0;
+  std::int32_t num_classes = 0;
+  std::int32_t num_parts = 0;
+  std::string method;  ///< e.g. "metis", "random"
+  std::uint64_t seed = 0;
+  std::uint64_t owner_checksum = 0;  ///< ties each partition file to the book it was cut with
+};
+
+/// Writes DIR/partitions.meta, DIR/owner.bin and DIR/part-K/partition.bin for K in [0, num_parts),
+/// creating DIR. Each file is written to a temporary name and renamed, and the meta file last, so a
+/// reader never sees a half-written set. owner has one entry in [0, num_parts) per node of d;
+/// num_parts = max(owner) + 1 unless given. Throws std::invalid_argument on bad arguments and
+/// data_error when a file cannot be written.
+void write_partitions(const dataset& d, const std::vector<std::int32_t>& owner,
+                      const std::filesystem::path& dir, std::string_view method, std::uint64_t seed,
+                      int num_parts = 0);
+
+/// Each loader throws data_error naming the file and what is wrong with it (missing, truncated,
+/// bad magic or version, checksum mismatch, sizes that disagree with partitions.meta, ids out of
+/// range).
+partition_meta load_partition_meta(const std::filesystem::path& dir);
+partition_book load_partition_book(const std::filesystem::path& dir);
+graph_partition load_partition(const std::filesystem::path& dir, int part);
+
+/// DIR/part-K/partition.bin.
+std::filesystem::path partition_file(const std::filesystem::path& dir, int part);
+
+}  // namespace degnn
