@@ -8,6 +8,7 @@ int run_info(int argc, char** argv);
 int run_generate(int argc, char** argv);
 int run_partition(int argc, char** argv);
 int run_bench(int argc, char** argv);
+int bench_train(int argc, char** argv);  ///< `degnn bench train`
 int run_train(int argc, char** argv);
 
 /// Prints what `degnn info` shows for a partition output directory.
