@@ -1,0 +1,195 @@
+// Checkpoint writer/reader: the payload is assembled in memory, checksummed with zlib's CRC-32
+// and written after a fixed header; the reader verifies everything before building the model.
+#include "model/checkpoint.hpp"
+
+#include <zlib.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/data_error.hpp"
+
+namespace degnn {
+namespace {
+
+constexpr char kMagic[8] = {'D', 'E', 'G', 'N', 'N', 'C', 'K', 'P'};
+constexpr std::size_t kHeaderSize = 8 + 4 + 4 + 8;
+
+std::uint32_t crc_of(const char* data, std::size_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  // zlib takes uInt lengths: feed large payloads in chunks.
+  while (n > 0) {
+    const uInt chunk = static_cast<uInt>(std::min<std::size_t>(n, 1u << 30));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(data), chunk);
+    data += chunk;
+    n -= chunk;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+struct writer {
+  std::string buf;
+  template <class T>
+  void put(const T& x) {
+    buf.append(reinterpret_cast<const char*>(&x), sizeof(T));
+  }
+  void put_matrix(const Matrix& m) {
+    put<std::int64_t>(m.rows());
+    put<std::int64_t>(m.cols());
+    buf.append(reinterpret_cast<const char*>(m.data()), sizeof(float) * m.size());
+  }
+};
+
+struct reader {
+  const std::string& file;
+  const char* p;
+  const char* end;
+  template <class T>
+  T get(const char* what) {
+    T x;
+    need(sizeof(T), what);
+    std::memcpy(&x, p, sizeof(T));
+    p += sizeof(T);
+    return x;
+  }
+  void need(std::size_t n, const char* what) {
+    if (static_cast<std::size_t>(end - p) < n)
+      throw data_error::at(file, 0, std::string("checkpoint payload too short reading ") + what);
+  }
+  // Reads a matrix; when expect is given its shape must match.
+  Matrix get_matrix(const char* what, const Matrix* expect) {
+    const auto rows = get<std::int64_t>(what);
+    const auto cols = get<std::int64_t>(what);
+    if (rows < 0 || cols < 0 || (expect && (rows != expect->rows() || cols != expect->cols())))
+      throw data_error::at(file, 0,
+                           std::string("checkpoint has a bad shape for ") + what + ": " +
+                               std::to_string(rows) + "x" + std::to_string(cols));
+    const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(rows) * cols;
+    need(bytes, what);
+    Matrix m(rows, cols);
+    std::memcpy(m.data(), p, bytes);
+    p += bytes;
+    return m;
+  }
+};
+
+}  // namespace
+
+void save_checkpoint(const std::filesystem::path& path, const gnn_model& model, const adam& opt) {
+  writer w;
+  const model_config& c = model.config();
+  w.put<std::int32_t>(static_cast<std::int32_t>(c.kind));
+  w.put<std::int32_t>(c.in_dim);
+  w.put<std::int32_t>(c.hidden);
+  w.put<std::int32_t>(c.num_classes);
+  w.put<std::int32_t>(c.num_layers);
+  w.put<float>(c.dropout);
+  const auto params = model.parameters();
+  w.put<std::uint64_t>(params.size());
+  for (const Matrix* m : params)
+    w.put_matrix(*m);
+  const adam_options& o = opt.options();
+  for (float x : {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay})
+    w.put<float>(x);
+  const adam_state& s = opt.state();
+  w.put<std::int64_t>(s.step);
+  w.put<std::uint64_t>(s.m.size());
+  for (const Matrix& m : s.m)
+    w.put_matrix(m);
+  for (const Matrix& v : s.v)
+    w.put_matrix(v);
+
+  writer h;
+  h.buf.append(kMagic, sizeof(kMagic));
+  h.put<std::uint32_t>(checkpoint_version);
+  h.put<std::uint32_t>(crc_of(w.buf.data(), w.buf.size()));
+  h.put<std::uint64_t>(w.buf.size());
+
+  const std::string file = path.string();
+  std::filesystem::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw data_error::at(file, 0, "cannot open checkpoint for writing");
+    out.write(h.buf.data(), static_cast<std::streamsize>(h.buf.size()));
+    out.write(w.buf.data(), static_cast<std::streamsize>(w.buf.size()));
+    out.flush();
+    if (!out) throw data_error::at(file, 0, "write of checkpoint failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw data_error::at(file, 0, "cannot rename checkpoint into place: " + ec.message());
+}
+
+checkpoint load_checkpoint(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw data_error::at(file, 0, "cannot open checkpoint");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() < kHeaderSize)
+    throw data_error::at(file, 0, "checkpoint truncated: shorter than its header");
+  if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
+    throw data_error::at(file, 0, "not a DEGNN checkpoint (bad magic)");
+  reader hr{file, bytes.data() + sizeof(kMagic), bytes.data() + kHeaderSize};
+  const auto version = hr.get<std::uint32_t>("version");
+  const auto crc = hr.get<std::uint32_t>("checksum");
+  const auto size = hr.get<std::uint64_t>("payload size");
+  if (version != checkpoint_version)
+    throw data_error::at(file, 0, "unsupported checkpoint version " + std::to_string(version));
+  if (bytes.size() - kHeaderSize != size)
+    throw data_error::at(file, 0,
+                         "checkpoint truncated or padded: payload is " +
+                             std::to_string(bytes.size() - kHeaderSize) + " bytes, header says " +
+                             std::to_string(size));
+  const char* payload = bytes.data() + kHeaderSize;
+  if (crc_of(payload, size) != crc)
+    throw data_error::at(file, 0, "checkpoint checksum mismatch (corrupt file)");
+
+  reader r{file, payload, payload + size};
+  model_config c;
+  const auto kind = r.get<std::int32_t>("model kind");
+  if (kind != 0 && kind != 1)
+    throw data_error::at(file, 0, "checkpoint has unknown model kind " + std::to_string(kind));
+  c.kind = static_cast<model_kind>(kind);
+  c.in_dim = r.get<std::int32_t>("in_dim");
+  c.hidden = r.get<std::int32_t>("hidden");
+  c.num_classes = r.get<std::int32_t>("num_classes");
+  c.num_layers = r.get<std::int32_t>("num_layers");
+  c.dropout = r.get<float>("dropout");
+  std::optional<gnn_model> model;
+  try {
+    model.emplace(c);
+  } catch (const std::invalid_argument& e) {
+    throw data_error::at(file, 0, std::string("checkpoint has a bad model config: ") + e.what());
+  }
+  const auto params = model->parameters();
+  if (r.get<std::uint64_t>("parameter count") != params.size())
+    throw data_error::at(file, 0, "checkpoint parameter count does not match its config");
+  for (Matrix* m : params)
+    *m = r.get_matrix("parameter", m);
+  adam_options o;
+  o.lr = r.get<float>("lr");
+  o.beta1 = r.get<float>("beta1");
+  o.beta2 = r.get<float>("beta2");
+  o.eps = r.get<float>("eps");
+  o.weight_decay = r.get<float>("weight_decay");
+  adam_state s;
+  s.step = r.get<std::int64_t>("adam step");
+  const auto moments = r.get<std::uint64_t>("moment count");
+  if (moments != 0 && moments != params.size())
+    throw data_error::at(file, 0, "checkpoint moment count does not match its parameters");
+  for (std::uint64_t i = 0; i < moments; ++i)
+    s.m.push_back(r.get_matrix("adam m", params[i]));
+  for (std::uint64_t i = 0; i < moments; ++i)
+    s.v.push_back(r.get_matrix("adam v", params[i]));
+  if (r.p != r.end) throw data_error::at(file, 0, "checkpoint has trailing bytes in its payload");
+  adam opt(o);
+  opt.set_state(std::move(s));
+  return checkpoint{std::move(*model), std::move(opt)};
+}
+
+}  // namespace degnn

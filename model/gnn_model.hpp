@@ -1,0 +1,76 @@
+// The GNN model: a stack of SAGE or GCN layers with ReLU + dropout between them, trained on
+// sampled mini-batches. Parameters are exposed as a flat list for the gradient all-reduce.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/block.hpp"
+#include "model/layers.hpp"
+#include "model/tensor.hpp"
+
+namespace degnn {
+
+enum class model_kind : std::int32_t { sage = 0, gcn = 1 };
+
+struct model_config {
+  model_kind kind = model_kind::sage;
+  std::int32_t in_dim = 0;       ///< input feature width
+  std::int32_t hidden = 256;     ///< width of every hidden layer
+  std::int32_t num_classes = 0;  ///< logits width
+  std::int32_t num_layers = 2;   ///< = number of blocks in a batch
+  float dropout = 0.5f;          ///< drop probability between layers (training only)
+
+  bool operator==(const model_config&) const = default;
+};
+
+class gnn_model {
+ public:
+  /// Builds the layers (layer 0: in_dim -> hidden, ..., last: hidden -> num_classes) with Glorot
+  /// weights from init_seed. Throws std::invalid_argument on a non-positive size.
+  explicit gnn_model(const model_config& config, std::uint64_t init_seed = 0);
+
+  /// logits (num seeds, num_classes) of the batch. input is (num inputs, in_dim), rows in
+  /// batch.blocks[0].src_nodes order. training: apply dropout (mask from dropout_seed) and keep
+  /// the activations for backward(); the batch must then stay alive until backward() returns.
+  Matrix forward(const sampled_batch& batch, const Matrix& input, bool training,
+                 std::uint64_t dropout_seed);
+
+  /// Back-propagates grad_logits (num seeds, num_classes) of the last training forward and adds
+  /// to gradients(). grad_input, when non-null, is set to d loss / d input (num inputs, in_dim);
+  /// leaving it null skips the widest scatter of the step.
+  void backward(const Matrix& grad_logits, Matrix* grad_input = nullptr);
+
+  /// All parameters and their gradients, in the same order and shapes (layer by layer).
+  std::vector<Matrix*> parameters();
+  std::vector<const Matrix*> parameters() const;
+  std::vector<Matrix*> gradients();
+  void zero_grad();
+  /// Total number of scalars in parameters().
+  std::size_t num_parameters() const;
+
+  const model_config& config() const { return config_; }
+  std::int32_t num_layers() const { return static_cast<std::int32_t>(layers_.size()); }
+  gnn_layer& layer(std::int32_t l) { return *layers_[l]; }
+  const gnn_layer& layer(std::int32_t l) const { return *layers_[l]; }
+
+ private:
+  model_config config_;
+  std::vector<std::unique_ptr<gnn_layer>> layers_;
+  // Training cache: batch of the last forward, output of each non-last layer after ReLU and
+  // dropout, and its dropout mask.
+  const sampled_batch* batch_ = nullptr;
+  std::vector<Matrix> hidden_;
+  std::vector<Matrix> masks_;
+};
+
+/// Concatenates the matrices' entries (row-major, in list order) into one vector.
+std::vector<float> flatten(std::span<const Matrix* const> mats);
+std::vector<float> flatten(std::span<Matrix* const> mats);
+/// Inverse of flatten: copies flat into the matrices (whose shapes must already be set).
+/// Throws std::invalid_argument when the sizes differ.
+void unflatten(std::span<const float> flat, std::span<Matrix* const> mats);
+
+}  // namespace degnn

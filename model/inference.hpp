@@ -1,0 +1,35 @@
+// Exact layer-wise full-neighbour inference (DESIGN.md section 2, evaluation): layer l is applied
+// to every node before layer l+1, over ranges of destination nodes so the per-range blocks stay
+// small; no sampling. Plus the accuracy of logits on a node list.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/block.hpp"
+#include "model/csr_graph.hpp"
+#include "model/gnn_model.hpp"
+#include "model/tensor.hpp"
+
+namespace degnn {
+
+/// The block whose dst nodes are `dst` (distinct) with all their in-neighbours as sources:
+/// src_nodes = dst, then the other neighbours in order of first appearance; src_degree = full
+/// in-degree. `scratch` maps global id -> local index: size >= g.num_nodes, all -1 on entry, and
+/// all -1 again on return.
+block full_neighbor_block(const csr_graph& g, std::span<const node_id> dst,
+                          std::vector<std::int32_t>& scratch);
+
+/// logits (g.num_nodes, num_classes) for every node. features is (g.num_nodes, in_dim).
+/// Each layer runs over dst ranges of batch_nodes nodes; peak extra memory is two (num_nodes,
+/// width) activations plus one range's gathered source rows. ReLU between layers, no dropout.
+Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const Matrix& features,
+                           node_id batch_nodes = 8192);
+
+/// Fraction of `nodes` whose argmax logit equals labels[node]. logits is (num_nodes, C), one row
+/// per global node id; labels has one entry per node. Returns 0 for an empty list.
+double accuracy(const Matrix& logits, std::span<const std::int32_t> labels,
+                std::span<const node_id> nodes);
+
+}  // namespace degnn

@@ -1,0 +1,197 @@
+// Layer kernels. GEMMs go to Eigen (OpenMP-parallel when built with -fopenmp); aggregation to
+// model/aggregate; element-wise ops are OpenMP loops over rows.
+#include "model/layers.hpp"
+
+#include <cassert>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+namespace degnn {
+namespace {
+
+constexpr std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [0, 1) from the top 24 bits: exactly representable as float.
+constexpr float unit_float(std::uint64_t bits) {
+  return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);
+}
+
+}  // namespace
+
+// -- dense product --
+
+void dense_forward(const Matrix& x, const Matrix& w, const Matrix* b, Matrix& out) {
+  assert(x.cols() == w.rows());
+  out.noalias() = x * w;  // (n, out)
+  if (b) out.rowwise() += b->row(0);
+}
+
+void dense_backward(const Matrix& x, const Matrix& w, const Matrix& grad_out, Matrix& grad_w,
+                    Matrix* grad_b, Matrix* grad_x) {
+  assert(grad_out.rows() == x.rows() && grad_out.cols() == w.cols());
+  grad_w.noalias() += x.transpose() * grad_out;  // (in, out)
+  if (grad_b) *grad_b += grad_out.colwise().sum();
+  if (grad_x) grad_x->noalias() = grad_out * w.transpose();  // (n, in)
+}
+
+// -- activations and regularisation --
+
+void relu_forward(Matrix& x) {
+  x = x.cwiseMax(0.0f);
+}
+
+void relu_backward(const Matrix& out, Matrix& grad) {
+  assert(out.rows() == grad.rows() && out.cols() == grad.cols());
+  grad = (out.array() > 0.0f).select(grad, 0.0f);
+}
+
+void dropout_forward(Matrix& x, float p, std::uint64_t seed, Matrix& mask) {
+  if (p < 0.0f || p >= 1.0f) throw std::invalid_argument("dropout probability must be in [0, 1)");
+  mask.resize(x.rows(), x.cols());
+  if (p == 0.0f) {
+    mask.setOnes();
+    return;
+  }
+  const float keep_scale = 1.0f / (1.0f - p);
+  const std::uint64_t key = splitmix64(seed);
+  const Eigen::Index n = x.size();
+  float* m = mask.data();
+  float* v = x.data();
+#pragma omp parallel for schedule(static)
+  for (Eigen::Index k = 0; k < n; ++k) {
+    m[k] = unit_float(splitmix64(key ^ static_cast<std::uint64_t>(k))) < p ? 0.0f : keep_scale;
+    v[k] *= m[k];
+  }
+}
+
+void dropout_backward(const Matrix& mask, Matrix& grad) {
+  assert(mask.rows() == grad.rows() && mask.cols() == grad.cols());
+  grad.array() *= mask.array();
+}
+
+double softmax_cross_entropy(const Matrix& logits, std::span<const std::int32_t> labels,
+                             Matrix& grad) {
+  const Eigen::Index b = logits.rows(), c = logits.cols();
+  if (static_cast<Eigen::Index>(labels.size()) != b)
+    throw std::invalid_argument("softmax_cross_entropy: one label per logits row expected");
+  grad.setZero(b, c);
+  Eigen::Index labelled = 0;
+  for (std::int32_t y : labels)
+    labelled += y >= 0;
+  if (labelled == 0) return 0.0;
+  const double inv_n = 1.0 / static_cast<double>(labelled);
+  double loss = 0.0;
+  for (Eigen::Index r = 0; r < b; ++r) {
+    const std::int32_t y = labels[r];
+    if (y < 0) continue;
+    if (y >= c) throw std::invalid_argument("softmax_cross_entropy: label out of range");
+    // Shift by the row max so exp never overflows; sum in double.
+    const double mx = logits.row(r).maxCoeff();
+    double sum = 0.0;
+    for (Eigen::Index k = 0; k < c; ++k)
+      sum += std::exp(static_cast<double>(logits(r, k)) - mx);
+    const double log_sum = std::log(sum);
+    loss += log_sum - (static_cast<double>(logits(r, y)) - mx);
+    // d/dz_k of (log sum exp - z_y) = softmax_k - [k == y], averaged over labelled rows.
+    for (Eigen::Index k = 0; k < c; ++k)
+      grad(r, k) = static_cast<float>(std::exp(logits(r, k) - mx - log_sum) * inv_n);
+    grad(r, y) -= static_cast<float>(inv_n);
+  }
+  return loss * inv_n;
+}
+
+void glorot_uniform(Matrix& w, std::uint64_t seed) {
+  const double a = std::sqrt(6.0 / static_cast<double>(w.rows() + w.cols()));
+  std::mt19937_64 rng(seed);  // mt19937_64 output is fixed by the standard; the mapping is ours
+  for (Eigen::Index k = 0; k < w.size(); ++k)
+    w.data()[k] = static_cast<float>((2.0 * unit_float(rng()) - 1.0) * a);
+}
+
+// -- GraphSAGE-mean --
+
+sage_layer::sage_layer(std::int32_t in_dim, std::int32_t out_dim)
+    : gnn_layer(in_dim, out_dim),
+      w_self(Matrix::Zero(in_dim, out_dim)),
+      w_neigh(Matrix::Zero(in_dim, out_dim)),
+      bias(Matrix::Zero(1, out_dim)),
+      grad_w_self(Matrix::Zero(in_dim, out_dim)),
+      grad_w_neigh(Matrix::Zero(in_dim, out_dim)),
+      grad_bias(Matrix::Zero(1, out_dim)) {}
+
+void sage_layer::init(std::uint64_t seed) {
+  glorot_uniform(w_self, splitmix64(seed ^ 1));
+  glorot_uniform(w_neigh, splitmix64(seed ^ 2));
+  bias.setZero();
+}
+
+void sage_layer::apply(const block& b, const Matrix& h_src, Matrix& out, layer_cache* cache) const {
+  if (h_src.rows() != b.num_src() || h_src.cols() != in_dim_)
+    throw std::invalid_argument("sage_layer: input is not (num_src, in_dim)");
+  const std::int32_t nd = b.num_dst();
+  Matrix local_agg;
+  Matrix& agg = cache ? cache->agg : local_agg;
+  mean_aggregate(b, h_src, agg);  // (nd, in)
+  // out (nd, out) = h_dst W_self + agg W_neigh + b; dst rows are the first nd source rows.
+  out.noalias() = h_src.topRows(nd) * w_self;
+  out.noalias() += agg * w_neigh;
+  out.rowwise() += bias.row(0);
+  if (cache) cache->h_dst = h_src.topRows(nd);
+}
+
+void sage_layer::backward(const block& b, const Matrix& grad_out, Matrix* grad_src) {
+  const std::int32_t nd = b.num_dst();
+  assert(grad_out.rows() == nd && cache_.agg.rows() == nd && cache_.h_dst.rows() == nd);
+  // grad_out is (nd, out).
+  grad_w_self.noalias() += cache_.h_dst.transpose() * grad_out;  // (in, out)
+  grad_w_neigh.noalias() += cache_.agg.transpose() * grad_out;   // (in, out)
+  grad_bias += grad_out.colwise().sum();
+  if (!grad_src) return;
+  grad_src->setZero(b.num_src(), in_dim_);                 // (num_src, in)
+  const Matrix grad_agg = grad_out * w_neigh.transpose();  // (nd, in)
+  mean_aggregate_backward(b, transpose_block(b), grad_agg, *grad_src);
+  grad_src->topRows(nd).noalias() += grad_out * w_self.transpose();
+}
+
+// -- GCN --
+
+gcn_layer::gcn_layer(std::int32_t in_dim, std::int32_t out_dim)
+    : gnn_layer(in_dim, out_dim),
+      weight(Matrix::Zero(in_dim, out_dim)),
+      bias(Matrix::Zero(1, out_dim)),
+      grad_weight(Matrix::Zero(in_dim, out_dim)),
+      grad_bias(Matrix::Zero(1, out_dim)) {}
+
+void gcn_layer::init(std::uint64_t seed) {
+  glorot_uniform(weight, splitmix64(seed ^ 1));
+  bias.setZero();
+}
+
+void gcn_layer::apply(const block& b, const Matrix& h_src, Matrix& out, layer_cache* cache) const {
+  if (h_src.rows() != b.num_src() || h_src.cols() != in_dim_)
+    throw std::invalid_argument("gcn_layer: input is not (num_src, in_dim)");
+  edge_weights local_w;
+  Matrix local_agg;
+  edge_weights& w = cache ? cache->weights : local_w;
+  Matrix& agg = cache ? cache->agg : local_agg;
+  w = gcn_normalization(b);
+  weighted_aggregate(b, w, h_src, agg);    // (nd, in)
+  dense_forward(agg, weight, &bias, out);  // (nd, out)
+}
+
+void gcn_layer::backward(const block& b, const Matrix& grad_out, Matrix* grad_src) {
+  assert(grad_out.rows() == b.num_dst() && cache_.agg.rows() == b.num_dst());
+  Matrix grad_agg;  // (nd, in)
+  dense_backward(cache_.agg, weight, grad_out, grad_weight, &grad_bias,
+                 grad_src ? &grad_agg : nullptr);
+  if (!grad_src) return;
+  grad_src->setZero(b.num_src(), in_dim_);  // (num_src, in)
+  weighted_aggregate_backward(b, transpose_block(b), cache_.weights, grad_agg, *grad_src);
+}
+
+}  // namespace degnn

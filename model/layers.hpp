@@ -1,0 +1,122 @@
+// Layers of the GNN (DESIGN.md section 2): dense product, GraphSAGE-mean, GCN, ReLU, dropout,
+// softmax cross-entropy and Glorot init. Forward and backward sit side by side; each is also a
+// free function so the decentralized pipeline can run the pieces on different workers.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/aggregate.hpp"
+#include "model/block.hpp"
+#include "model/tensor.hpp"
+
+namespace degnn {
+
+// -- dense product --
+
+/// out (n, out) = x (n, in) * w (in, out) [+ b (1, out) broadcast over rows when b != nullptr].
+void dense_forward(const Matrix& x, const Matrix& w, const Matrix* b, Matrix& out);
+/// Backward of dense_forward for grad_out (n, out): grad_w (in, out) += x^T grad_out,
+/// grad_b (1, out) += column sums (when non-null), grad_x (n, in) = grad_out w^T (when non-null).
+void dense_backward(const Matrix& x, const Matrix& w, const Matrix& grad_out, Matrix& grad_w,
+                    Matrix* grad_b, Matrix* grad_x);
+
+// -- activations and regularisation --
+
+/// x = max(x, 0), in place.
+void relu_forward(Matrix& x);
+/// grad (n, f) *= [out > 0], out being relu_forward's result (n, f).
+void relu_backward(const Matrix& out, Matrix& grad);
+
+/// Inverted dropout in place: each entry is kept with probability 1-p and scaled by 1/(1-p).
+/// mask (n, f) gets 0 or 1/(1-p). Entry (r, c) is decided by a hash of (seed, r*cols+c), so the
+/// mask is the same for any thread count. p == 0 leaves x alone and makes an all-ones mask.
+void dropout_forward(Matrix& x, float p, std::uint64_t seed, Matrix& mask);
+/// grad (n, f) *= mask.
+void dropout_backward(const Matrix& mask, Matrix& grad);
+
+/// Mean softmax cross-entropy over rows with labels[r] >= 0 (negative = unlabelled, ignored).
+/// logits (B, C); grad (B, C) is set to d loss / d logits (zero rows for unlabelled).
+/// Returns the loss (0 when no row is labelled), accumulated in double.
+double softmax_cross_entropy(const Matrix& logits, std::span<const std::int32_t> labels,
+                             Matrix& grad);
+
+/// Glorot/Xavier uniform: entries of w (fan_in, fan_out) ~ U(-a, a), a = sqrt(6/(fan_in+fan_out)),
+/// from a 64-bit seed; the same seed gives the same matrix on every platform.
+void glorot_uniform(Matrix& w, std::uint64_t seed);
+
+// -- message-passing layers --
+
+/// What forward keeps for backward (empty after an inference-only forward).
+struct layer_cache {
+  Matrix h_dst;          ///< (num_dst, in): the dst rows of the input (SAGE self term)
+  Matrix agg;            ///< (num_dst, in): aggregated neighbour features
+  edge_weights weights;  ///< GCN normalisation of the block
+};
+
+/// One message-passing layer: parameters, their gradients (same order and shapes) and a cache.
+class gnn_layer {
+ public:
+  gnn_layer(std::int32_t in_dim, std::int32_t out_dim) : in_dim_(in_dim), out_dim_(out_dim) {}
+  virtual ~gnn_layer() = default;
+
+  /// h_src (num_src, in) -> out (num_dst, out), num_src/num_dst of block b. Fills *cache with
+  /// what backward needs when cache != nullptr. Const: inference shares one model.
+  virtual void apply(const block& b, const Matrix& h_src, Matrix& out,
+                     layer_cache* cache) const = 0;
+  /// apply() that keeps the cache in the layer when keep_cache (training).
+  void forward(const block& b, const Matrix& h_src, Matrix& out, bool keep_cache) {
+    apply(b, h_src, out, keep_cache ? &cache_ : nullptr);
+  }
+  /// grad_out (num_dst, out): accumulates into gradients(); when grad_src != nullptr also sets
+  /// it to d loss / d h_src, (num_src, in). Needs a forward with keep_cache on the same block.
+  virtual void backward(const block& b, const Matrix& grad_out, Matrix* grad_src) = 0;
+
+  virtual std::vector<Matrix*> parameters() = 0;
+  virtual std::vector<Matrix*> gradients() = 0;
+  /// Glorot weights from seed, zero bias.
+  virtual void init(std::uint64_t seed) = 0;
+
+  std::int32_t in_dim() const { return in_dim_; }
+  std::int32_t out_dim() const { return out_dim_; }
+
+ protected:
+  std::int32_t in_dim_, out_dim_;
+  layer_cache cache_;
+};
+
+/// GraphSAGE-mean: out (num_dst, out) = h_dst W_self + mean_neigh(h) W_neigh + b.
+/// Aggregates before the product: the sampled blocks have many more sources than destinations,
+/// so projecting all sources first would cost more GEMM than the mean saves.
+class sage_layer final : public gnn_layer {
+ public:
+  sage_layer(std::int32_t in_dim, std::int32_t out_dim);
+  void apply(const block& b, const Matrix& h_src, Matrix& out, layer_cache* cache) const override;
+  void backward(const block& b, const Matrix& grad_out, Matrix* grad_src) override;
+  std::vector<Matrix*> parameters() override { return {&w_self, &w_neigh, &bias}; }
+  std::vector<Matrix*> gradients() override { return {&grad_w_self, &grad_w_neigh, &grad_bias}; }
+  void init(std::uint64_t seed) override;
+
+  Matrix w_self, w_neigh;  ///< (in, out)
+  Matrix bias;             ///< (1, out)
+  Matrix grad_w_self, grad_w_neigh, grad_bias;
+};
+
+/// GCN: out (num_dst, out) = Agg_gcn(h) W + b, Agg_gcn from gcn_normalization (self loop,
+/// symmetric normalisation, unbiased rescaling of sampled rows).
+class gcn_layer final : public gnn_layer {
+ public:
+  gcn_layer(std::int32_t in_dim, std::int32_t out_dim);
+  void apply(const block& b, const Matrix& h_src, Matrix& out, layer_cache* cache) const override;
+  void backward(const block& b, const Matrix& grad_out, Matrix* grad_src) override;
+  std::vector<Matrix*> parameters() override { return {&weight, &bias}; }
+  std::vector<Matrix*> gradients() override { return {&grad_weight, &grad_bias}; }
+  void init(std::uint64_t seed) override;
+
+  Matrix weight;  ///< (in, out)
+  Matrix bias;    ///< (1, out)
+  Matrix grad_weight, grad_bias;
+};
+
+}  // namespace degnn
