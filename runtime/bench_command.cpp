@@ -7,7 +7,10 @@
 #include <string>
 
 #include "model/dataset.hpp"
+#include "model/layers.hpp"
 #include "model/partitioner.hpp"
+#include "model/replica.hpp"
+#include "model/sampler.hpp"
 #include "model/synthetic_graph.hpp"
 #include "runtime/cli_options.hpp"
 #include "runtime/commands.hpp"
@@ -18,7 +21,8 @@ namespace degnn {
 namespace fs = std::filesystem;
 
 /// Makes (once) the synthetic benchmark graph in DIR and returns DIR.
-fs::path ensure_synthetic(const fs::path& dir, node_id nodes, edge_offset edges, int features, std::uint64_t seed) {
+fs::path ensure_synthetic(const fs::path& dir, node_id nodes, edge_offset edges, int features,
+                          std::uint64_t seed) {
   if (fs::exists(dir / "num-node-list.csv.gz")) return dir;
   synthetic_options o;
   o.num_nodes = nodes;
@@ -26,8 +30,8 @@ fs::path ensure_synthetic(const fs::path& dir, node_id nodes, edge_offset edges,
   o.num_features = features;
   o.num_classes = 16;
   o.seed = seed;
-  std::fprintf(stderr, "bench: generating %s (%d nodes, %lld edges, %d features) ...\n", dir.c_str(), nodes,
-               static_cast<long long>(edges), features);
+  std::fprintf(stderr, "bench: generating %s (%d nodes, %lld edges, %d features) ...\n",
+               dir.c_str(), nodes, static_cast<long long>(edges), features);
   write_ogb_dataset(generate_synthetic(o), dir, true);
   return dir;
 }
@@ -60,28 +64,34 @@ void bench_one_dataset(const fs::path& dir, int parts, int repeats) {
   partition_quality qm, qr;
   const double metis_s = median_time(partition_method::metis, qm);
   const double random_s = median_time(partition_method::random, qr);
-  std::printf("%s: %d nodes, %lld in-edges: load csv %.3f s, cache %.3f s; %d-part metis %.3f s (cut %.2f%%), "
-              "random %.3f s (cut %.2f%%)\n",
-              d.name.c_str(), d.num_nodes(), static_cast<long long>(d.graph.num_edges()), csv_s, cache_s, parts,
-              metis_s, 100 * qm.cut_fraction, random_s, 100 * qr.cut_fraction);
   std::printf(
-      "{\"bench\":\"data\",\"dataset\":\"%s\",\"nodes\":%d,\"edges\":%lld,\"load_csv_s\":%.4f,\"load_cache_s\":%.4f,"
-      "\"parts\":%d,\"metis_s\":%.4f,\"metis_cut\":%.5f,\"metis_node_imbalance\":%.4f,\"metis_train_imbalance\":%.4f,"
+      "%s: %d nodes, %lld in-edges: load csv %.3f s, cache %.3f s; %d-part metis %.3f s (cut "
+      "%.2f%%), "
+      "random %.3f s (cut %.2f%%)\n",
+      d.name.c_str(), d.num_nodes(), static_cast<long long>(d.graph.num_edges()), csv_s, cache_s,
+      parts, metis_s, 100 * qm.cut_fraction, random_s, 100 * qr.cut_fraction);
+  std::printf(
+      "{\"bench\":\"data\",\"dataset\":\"%s\",\"nodes\":%d,\"edges\":%lld,\"load_csv_s\":%.4f,"
+      "\"load_cache_s\":%.4f,"
+      "\"parts\":%d,\"metis_s\":%.4f,\"metis_cut\":%.5f,\"metis_node_imbalance\":%.4f,\"metis_"
+      "train_imbalance\":%.4f,"
       "\"random_s\":%.4f,\"random_cut\":%.5f,\"peak_rss_mib\":%.1f}\n",
-      d.name.c_str(), d.num_nodes(), static_cast<long long>(d.graph.num_edges()), csv_s, cache_s, parts, metis_s,
-      qm.cut_fraction, qm.node_imbalance, qm.train_imbalance, random_s, qr.cut_fraction, peak_rss_mib());
+      d.name.c_str(), d.num_nodes(), static_cast<long long>(d.graph.num_edges()), csv_s, cache_s,
+      parts, metis_s, qm.cut_fraction, qm.node_imbalance, qm.train_imbalance, random_s,
+      qr.cut_fraction, peak_rss_mib());
   std::fflush(stdout);
 }
 
 int bench_data(int argc, char** argv) {
-  option_set opts("bench", "degnn bench data [--nodes N --edges E --work DIR]",
-                  {{"data", "data/pubmed", "real dataset to measure"},
-                   {"nodes", "1000000", "synthetic graph nodes"},
-                   {"edges", "10000000", "synthetic undirected edges (20M directed in-edges)"},
-                   {"features", "128", "synthetic feature dimension"},
-                   {"parts", "4", "partitions"},
-                   {"repeats", "3", "partitioning runs per method (median reported)"},
-                   {"work", "/tmp/degnn-bench", "where the synthetic graph is generated (reused)"}});
+  option_set opts(
+      "bench", "degnn bench data [--nodes N --edges E --work DIR]",
+      {{"data", "data/pubmed", "real dataset to measure"},
+       {"nodes", "1000000", "synthetic graph nodes"},
+       {"edges", "10000000", "synthetic undirected edges (20M directed in-edges)"},
+       {"features", "128", "synthetic feature dimension"},
+       {"parts", "4", "partitions"},
+       {"repeats", "3", "partitioning runs per method (median reported)"},
+       {"work", "/tmp/degnn-bench", "where the synthetic graph is generated (reused)"}});
   if (!opts.parse(argc, argv, 0)) return 0;
   const int parts = static_cast<int>(opts.integer("parts", 1, 1024));
   const int repeats = static_cast<int>(opts.integer("repeats", 1, 100));
@@ -89,13 +99,144 @@ int bench_data(int argc, char** argv) {
   const auto nodes = static_cast<node_id>(opts.integer("nodes", 2, 2'000'000'000));
   const auto edges = opts.integer("edges", 1);
   const auto features = static_cast<int>(opts.integer("features", 1, 100000));
-  const fs::path dir = fs::path(opts.str("work")) /
-                       ("synth-" + std::to_string(nodes) + "-" + std::to_string(edges) + "-" + std::to_string(features));
+  const fs::path dir =
+      fs::path(opts.str("work")) / ("synth-" + std::to_string(nodes) + "-" + std::to_string(edges) +
+                                    "-" + std::to_string(features));
   bench_one_dataset(ensure_synthetic(dir, nodes, edges, features, 1), parts, repeats);
   return 0;
 }
 
+// Seconds per GEMM of (rows x in) * (in x out), the best of a few runs: the machine's reference.
+double gemm_seconds(Eigen::Index rows, Eigen::Index in, Eigen::Index out) {
+  Matrix a = Matrix::Random(rows, in), b = Matrix::Random(in, out), c(rows, out);
+  double best = 1e30;
+  for (int r = 0; r < 5; ++r) {
+    stopwatch clock;
+    c.noalias() = a * b;
+    best = std::min(best, clock.seconds());
+  }
+  return best + 0 * c(0, 0);
+}
+
 }  // namespace
+
+int bench_train(int argc, char** argv) {
+  option_set opts(
+      "bench", "degnn bench train [--nodes N --edges E --epochs N]",
+      {{"nodes", "1000000", "synthetic graph nodes"},
+       {"edges", "10000000", "synthetic undirected edges (20M directed in-edges)"},
+       {"features", "128", "feature dimension"},
+       {"data", "", "benchmark this dataset instead of the synthetic graph"},
+       {"fanouts", "10,25", "seed-first fanouts"},
+       {"hidden", "128", "hidden width"},
+       {"batch-size", "1024", "seeds per batch"},
+       {"epochs", "3", "epochs timed (median reported)"},
+       {"max-batches", "0", "stop each epoch after this many batches (0 = all)"},
+       {"work", "/tmp/degnn-bench", "where the synthetic graph is generated (reused)"}});
+  if (!opts.parse(argc, argv, 0)) return 0;
+  fs::path dir = opts.str("data");
+  if (dir.empty()) {
+    const auto nodes = static_cast<node_id>(opts.integer("nodes", 2, 2'000'000'000));
+    const auto edges = opts.integer("edges", 1);
+    const auto features = static_cast<int>(opts.integer("features", 1, 100000));
+    dir = ensure_synthetic(
+        fs::path(opts.str("work")) / ("synth-" + std::to_string(nodes) + "-" +
+                                      std::to_string(edges) + "-" + std::to_string(features)),
+        nodes, edges, features, 1);
+  }
+  const dataset d = load_dataset(dir, {.use_cache = true, .cache_path = {}, .verbose = true});
+  const auto fanouts = opts.int_list("fanouts");
+  const int batch_size = static_cast<int>(opts.integer("batch-size", 1, 1 << 24));
+  const int epochs = static_cast<int>(opts.integer("epochs", 1, 1000));
+  const auto max_batches = static_cast<std::uint64_t>(opts.integer("max-batches", 0));
+  replica_config rc{.model = "sage",
+                    .in_dim = d.num_features(),
+                    .hidden = static_cast<std::int32_t>(opts.integer("hidden", 1, 1 << 16)),
+                    .num_classes = d.num_classes,
+                    .num_layers = static_cast<std::int32_t>(fanouts.size()),
+                    .dropout = 0.5f,
+                    .lr = 0.003f,
+                    .weight_decay = 0.0f,
+                    .seed = 1};
+  model_replica replica(rc);
+  neighbor_sampler sampler(d.graph);
+  std::vector<double> epoch_s, sample_s, compute_s;
+  double edges = 0, flops = 0, dense_rows_time_ref = 0;
+  std::uint64_t step = 0;
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    auto batches = make_batches(d.train, batch_size, 1, static_cast<std::uint64_t>(epoch));
+    if (max_batches && batches.size() > max_batches) batches.resize(max_batches);
+    double ts = 0, tc = 0;
+    stopwatch epoch_clock;
+    for (const auto& seeds : batches) {
+      stopwatch clock;
+      const sampled_batch batch = sampler.sample(seeds, fanouts, 1, step++);
+      Matrix x(static_cast<Eigen::Index>(batch.inputs().size()), d.features.cols());
+      for (size_t r = 0; r < batch.inputs().size(); ++r)
+        x.row(static_cast<Eigen::Index>(r)) = d.features.row(batch.inputs()[r]);
+      std::vector<std::int32_t> labels(seeds.size());
+      for (size_t r = 0; r < seeds.size(); ++r)
+        labels[r] = d.labels[seeds[r]];
+      ts += clock.seconds();
+      clock.reset();
+      replica.train_step(batch, x, labels, step);
+      replica.apply_own_gradient();
+      tc += clock.seconds();
+      // Dense work of a SAGE layer: two (num_dst x in) * (in x out) products forward, and twice
+      // that backward (weight and input gradients; the first layer skips the input gradient).
+      for (size_t l = 0; l < batch.blocks.size(); ++l) {
+        const double in = l == 0 ? d.num_features() : rc.hidden;
+        const double out = l + 1 == batch.blocks.size() ? d.num_classes : rc.hidden;
+        const double rows = batch.blocks[l].num_dst();
+        flops += 2 * rows * in * out * 2 * (l == 0 ? 2 : 3);
+        edges += static_cast<double>(batch.blocks[l].num_edges());
+      }
+    }
+    epoch_s.push_back(epoch_clock.seconds());
+    sample_s.push_back(ts);
+    compute_s.push_back(tc);
+    std::fprintf(stderr, "  epoch %d: %.2f s (sample %.2f, compute %.2f), %zu batches\n", epoch + 1,
+                 epoch_s.back(), ts, tc, batches.size());
+  }
+  // Reference: plain Eigen GEMMs of the same shapes as the first layer's products, same run.
+  {
+    const auto probe =
+        sampler.sample(make_batches(d.train, batch_size, 7, 0).front(), fanouts, 7, 0);
+    const auto rows = probe.blocks.front().num_dst();
+    dense_rows_time_ref = gemm_seconds(rows, d.num_features(), rc.hidden);
+    flops += 0;
+    const double gemm_gflops =
+        2.0 * rows * d.num_features() * rc.hidden / dense_rows_time_ref / 1e9;
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    double total_compute = 0, total_epoch = 0;
+    for (double t : compute_s)
+      total_compute += t;
+    for (double t : epoch_s)
+      total_epoch += t;
+    const double train_gflops = flops / total_compute / 1e9;
+    std::printf(
+        "bench train %s: median epoch %.3f s (sample %.3f, compute %.3f); %.2f M sampled edges/s; "
+        "dense work %.1f GFLOP/s over all compute time vs plain Eigen GEMM %.1f GFLOP/s (%.0f%%); "
+        "peak RSS %.0f MiB\n",
+        d.name.c_str(), median(epoch_s), median(sample_s), median(compute_s),
+        edges / total_epoch / 1e6, train_gflops, gemm_gflops, 100 * train_gflops / gemm_gflops,
+        peak_rss_mib());
+    std::printf(
+        "{\"bench\":\"train\",\"dataset\":\"%s\",\"nodes\":%d,\"edges\":%lld,\"batch_size\":%d,"
+        "\"hidden\":%d,"
+        "\"epochs\":%d,\"median_epoch_s\":%.4f,\"median_sample_s\":%.4f,\"median_compute_s\":%.4f,"
+        "\"sampled_edges_per_s\":%.0f,\"dense_gflops\":%.2f,\"gemm_gflops\":%.2f,\"dense_vs_gemm\":"
+        "%.3f,"
+        "\"peak_rss_mib\":%.1f}\n",
+        d.name.c_str(), d.num_nodes(), static_cast<long long>(d.graph.num_edges()), batch_size,
+        rc.hidden, epochs, median(epoch_s), median(sample_s), median(compute_s),
+        edges / total_epoch, train_gflops, gemm_gflops, train_gflops / gemm_gflops, peak_rss_mib());
+  }
+  return 0;
+}
 
 int run_bench(int argc, char** argv) {
   const std::string what = argc > 0 ? argv[0] : "";

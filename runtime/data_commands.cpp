@@ -36,7 +36,8 @@ void describe_dataset(const dataset& d, double load_seconds) {
 void print_quality(const partition_quality& q) {
   std::printf("edge cut  %lld of %lld in-edges (%.2f%%)\n", static_cast<long long>(q.cut_edges),
               static_cast<long long>(q.num_edges), 100.0 * q.cut_fraction);
-  std::printf("balance   nodes max/mean %.3f, train nodes max/mean %.3f\n", q.node_imbalance, q.train_imbalance);
+  std::printf("balance   nodes max/mean %.3f, train nodes max/mean %.3f\n", q.node_imbalance,
+              q.train_imbalance);
   std::printf("%-6s %10s %10s %10s\n", "part", "nodes", "train", "halo");
   for (int p = 0; p < q.num_parts; ++p) {
     std::printf("%-6d %10d %10d %10d\n", p, q.nodes[p], q.train_nodes[p], q.halo[p]);
@@ -50,29 +51,33 @@ int describe_partition_set(const char* dir) {
   const partition_meta meta = load_partition_meta(dir);
   const partition_book book = load_partition_book(dir);
   std::printf("partition set %s of dataset %s\n", dir, meta.dataset_name.c_str());
-  std::printf("method    %s (seed %llu), %d parts\n", meta.method.c_str(), static_cast<unsigned long long>(meta.seed),
-              meta.num_parts);
+  std::printf("method    %s (seed %llu), %d parts\n", meta.method.c_str(),
+              static_cast<unsigned long long>(meta.seed), meta.num_parts);
   std::printf("nodes     %d, in-edges %lld, features %d, classes %d\n", meta.num_nodes,
               static_cast<long long>(meta.num_edges), meta.num_features, meta.num_classes);
-  std::printf("%-6s %10s %12s %10s %10s %10s\n", "part", "nodes", "in-edges", "train", "halo", "remote-in");
+  std::printf("%-6s %10s %12s %10s %10s %10s\n", "part", "nodes", "in-edges", "train", "halo",
+              "remote-in");
   for (int p = 0; p < meta.num_parts; ++p) {
     const graph_partition part = load_partition(dir, p);
     edge_offset remote = 0;
-    for (auto l : part.src_local) remote += l < 0;
-    std::printf("%-6d %10d %12lld %10zu %10zu %10lld\n", p, part.num_owned(), static_cast<long long>(part.num_edges()),
-                part.train.size(), part.halo.size(), static_cast<long long>(remote));
+    for (auto l : part.src_local)
+      remote += l < 0;
+    std::printf("%-6d %10d %12lld %10zu %10zu %10lld\n", p, part.num_owned(),
+                static_cast<long long>(part.num_edges()), part.train.size(), part.halo.size(),
+                static_cast<long long>(remote));
   }
   std::printf("read in %.3f s (book has %d nodes)\n", clock.seconds(), book.num_nodes());
   return 0;
 }
 
 int run_partition(int argc, char** argv) {
-  option_set opts("partition", "degnn partition --data DIR --parts K --method metis|random --out DIR",
-                  {{"data", "", "dataset directory (OGB raw layout)"},
-                   {"parts", "4", "number of partitions"},
-                   {"method", "metis", "metis (min edge cut, node and train-node balance) or random"},
-                   {"seed", "1", "random seed (METIS seed or the random deal)"},
-                   {"out", "", "output directory (one part-K/ folder per partition + metadata)"}});
+  option_set opts(
+      "partition", "degnn partition --data DIR --parts K --method metis|random --out DIR",
+      {{"data", "", "dataset directory (OGB raw layout)"},
+       {"parts", "4", "number of partitions"},
+       {"method", "metis", "metis (min edge cut, node and train-node balance) or random"},
+       {"seed", "1", "random seed (METIS seed or the random deal)"},
+       {"out", "", "output directory (one part-K/ folder per partition + metadata)"}});
   if (!opts.parse(argc, argv, 0)) return 0;
   if (!opts.given("data")) throw config_error("partition: --data DIR is required");
   if (!opts.given("out")) throw config_error("partition: --out DIR is required");
@@ -80,19 +85,21 @@ int run_partition(int argc, char** argv) {
   const std::string method_name = opts.choice("method", {"metis", "random"});
   const auto seed = static_cast<std::uint64_t>(opts.integer("seed", 0));
   stopwatch clock;
-  const dataset d = load_dataset(opts.str("data"), {.use_cache = true, .cache_path = {}, .verbose = true});
+  const dataset d =
+      load_dataset(opts.str("data"), {.use_cache = true, .cache_path = {}, .verbose = true});
   const double load_s = clock.seconds();
   clock.reset();
-  const auto owner = partition_graph(d.graph, d.train, parts, parse_partition_method(method_name), seed);
+  const auto owner =
+      partition_graph(d.graph, d.train, parts, parse_partition_method(method_name), seed);
   const double part_s = clock.seconds();
   clock.reset();
   write_partitions(d, owner, opts.str("out"), method_name, seed, parts);
   const double write_s = clock.seconds();
-  std::printf("partitioned %s (%d nodes) into %d parts with %s\n", d.name.c_str(), d.num_nodes(), parts,
-              method_name.c_str());
+  std::printf("partitioned %s (%d nodes) into %d parts with %s\n", d.name.c_str(), d.num_nodes(),
+              parts, method_name.c_str());
   print_quality(evaluate_partition(d.graph, d.train, owner, parts));
-  std::printf("time      load %.2f s, partition %.2f s, write %.2f s -> %s\n", load_s, part_s, write_s,
-              opts.str("out").c_str());
+  std::printf("time      load %.2f s, partition %.2f s, write %.2f s -> %s\n", load_s, part_s,
+              write_s, opts.str("out").c_str());
   return 0;
 }
 

@@ -1,0 +1,60 @@
+// The batch actor: one per worker, co-located with its partition's shard. In the centralized
+// (DistDGL-style) pipeline it samples its batch hop by hop, asking each remote owner once per hop,
+// pulls the remote input features, trains its model replica on the batch and returns the gradient
+// for the all-reduce. It also runs its partition's share of layer-wise evaluation.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "model/partition_book.hpp"
+#include "model/partition_store.hpp"
+#include "model/replica.hpp"
+#include "serialization/traffic.hpp"
+
+namespace degnn {
+
+struct batch_settings {
+  std::vector<int> fanouts{10, 25};  ///< seed-first
+  std::int32_t batch_size = 1024;
+  std::uint64_t seed = 1;                    ///< sampling, batching and dropout
+  std::chrono::milliseconds timeout{60000};  ///< every request's limit
+};
+
+/// Where the batch actor's peers are. Index = partition id; the entry of its own part is unused.
+struct cluster_view {
+  std::vector<shard_actor> shards;
+  std::vector<batch_actor> batchers;
+};
+
+struct batch_state {
+  static constexpr const char* name = "degnn.batch";
+  std::shared_ptr<const graph_partition> part;
+  std::shared_ptr<const partition_book> book;
+  /// Filled by whoever wires the cluster, before the first step; read-only afterwards.
+  std::shared_ptr<const cluster_view> view;
+  std::unique_ptr<model_replica> replica;
+  batch_settings settings;
+  wire::context ctx;
+  wire::traffic sent;          ///< messages to other nodes
+  std::uint64_t rejected = 0;  ///< requests that failed validation
+  std::vector<node_id> train_global;
+  std::int64_t batches_epoch = -1;
+  std::vector<std::vector<node_id>> batches;
+  std::vector<std::int32_t> scratch;  ///< global id -> local block index, -1 between uses
+  std::vector<std::int32_t> degree;   ///< in-degree of nodes met in the current step
+  std::vector<Matrix> eval_h;         ///< eval_h[l]: h^(l) of the owned nodes, l >= 1
+};
+
+/// Spawn with `sys.spawn(batch_behavior, part, book, view, replica_config, settings, ctx)`.
+/// The coordinator lives on partition 0's node: replies to it from other parts count as traffic.
+batch_actor::behavior_type batch_behavior(batch_actor::stateful_pointer<batch_state> self,
+                                          std::shared_ptr<const graph_partition> part,
+                                          std::shared_ptr<const partition_book> book,
+                                          std::shared_ptr<const cluster_view> view,
+                                          replica_config model, batch_settings settings,
+                                          wire::context ctx);
+
+}  // namespace degnn

@@ -1,0 +1,168 @@
+// Blocking control flow of the coordinator: send to all batch actors at once, then collect.
+#include "actors/coordinator.hpp"
+
+#include <stdexcept>
+
+namespace degnn {
+
+namespace {
+
+wire_message pack(wire::kind k, wire::bytes b) {
+  return {static_cast<std::uint16_t>(k), std::move(b)};
+}
+
+void add_counts(cluster_traffic& t, const std::vector<std::uint64_t>& counts) {
+  if (counts.size() != 2 * wire::kNumKinds + 1)
+    throw std::runtime_error("traffic report has the wrong size");
+  for (int i = 0; i < wire::kNumKinds; ++i) {
+    t.sent.bytes[i] += counts[i];
+    t.sent.messages[i] += counts[wire::kNumKinds + i];
+  }
+  t.rejected += counts[2 * wire::kNumKinds];
+}
+
+}  // namespace
+
+coordinator::coordinator(caf::blocking_actor* self, std::vector<batch_actor> batchers,
+                         std::vector<shard_actor> shards, wire::context ctx,
+                         std::chrono::milliseconds timeout)
+    : self_(self),
+      batchers_(std::move(batchers)),
+      shards_(std::move(shards)),
+      ctx_(ctx),
+      timeout_(timeout) {}
+
+void coordinator::count(int part, const wire_message& m) {
+  if (part != 0) sent_.add(static_cast<wire::kind>(m.kind), m.bytes.size());
+}
+
+std::vector<wire_message> coordinator::broadcast(const std::vector<wire_message>& per_batcher,
+                                                 const char* what) {
+  // All requests leave before the first reply is awaited, so the workers run concurrently.
+  using handle = decltype(self_->request(batchers_[0], timeout_, batch_atom_v, wire_message{}));
+  std::vector<handle> pending;
+  pending.reserve(batchers_.size());
+  for (size_t p = 0; p < batchers_.size(); ++p) {
+    pending.push_back(self_->request(batchers_[p], timeout_, batch_atom_v, per_batcher[p]));
+  }
+  std::vector<wire_message> replies(batchers_.size());
+  std::string failure;
+  for (size_t p = 0; p < pending.size(); ++p) {
+    pending[p].receive([&](wire_message& r) { replies[p] = std::move(r); },
+                       [&](caf::error& e) {
+                         if (failure.empty()) {
+                           failure = std::string(what) + " on partition " + std::to_string(p) +
+                                     " failed: " + self_->system().render(e);
+                         }
+                       });
+  }
+  if (!failure.empty()) throw std::runtime_error(failure);
+  return replies;
+}
+
+step_result coordinator::step(std::uint32_t epoch, std::uint64_t index, std::uint64_t global_step) {
+  wire::control c{.h = {global_step, 0},
+                  .what = wire::control_kind::step,
+                  .epoch = epoch,
+                  .value = static_cast<double>(index)};
+  std::vector<wire_message> out;
+  for (size_t p = 0; p < batchers_.size(); ++p) {
+    out.push_back(pack(wire::kind::control, wire::encode(ctx_, c)));
+    count(static_cast<int>(p), out.back());
+  }
+  const auto replies = broadcast(out, "step");
+  step_result r;
+  std::vector<float> sum;
+  int contributors = 0;
+  for (size_t p = 0; p < replies.size(); ++p) {
+    if (replies[p].kind != static_cast<std::uint16_t>(wire::kind::allreduce_chunk)) {
+      throw std::runtime_error("step: partition " + std::to_string(p) + " answered with a " +
+                               wire::kind_name(static_cast<wire::kind>(replies[p].kind)));
+    }
+    const auto g = wire::decode_allreduce_chunk(ctx_, replies[p].bytes);
+    if (sum.empty()) sum.assign(g.values.size(), 0.0f);
+    if (g.values.size() != sum.size())
+      throw std::runtime_error("step: gradients of different sizes");
+    r.loss_sum += g.loss;
+    r.seeds += g.seeds;
+    r.correct += g.correct;
+    if (g.seeds == 0) continue;
+    ++contributors;
+    for (size_t i = 0; i < sum.size(); ++i)
+      sum[i] += g.values[i];
+  }
+  // Each worker's gradient is of its mean loss; the average over workers is what DistDGL's
+  // synchronous data parallelism applies.
+  if (contributors > 1) {
+    const float inv = 1.0f / static_cast<float>(contributors);
+    for (auto& v : sum)
+      v *= inv;
+  }
+  wire::allreduce_chunk avg{
+      .h = {global_step, 0}, .round = 1, .offset = 0, .values = std::move(sum)};
+  const auto encoded = wire::encode(ctx_, avg);
+  out.clear();
+  for (size_t p = 0; p < batchers_.size(); ++p) {
+    out.push_back(pack(wire::kind::allreduce_chunk, encoded));
+    count(static_cast<int>(p), out.back());
+  }
+  broadcast(out, "apply gradient");
+  return r;
+}
+
+eval_result coordinator::evaluate(int num_layers, std::uint64_t global_step) {
+  eval_result result;
+  for (int layer = 1; layer <= num_layers; ++layer) {
+    wire::control c{.h = {global_step, 0},
+                    .what = wire::control_kind::evaluate,
+                    .epoch = static_cast<std::uint32_t>(layer)};
+    std::vector<wire_message> out;
+    for (size_t p = 0; p < batchers_.size(); ++p) {
+      out.push_back(pack(wire::kind::control, wire::encode(ctx_, c)));
+      count(static_cast<int>(p), out.back());
+    }
+    const auto replies = broadcast(out, "evaluate");
+    if (layer < num_layers) continue;
+    for (const auto& m : replies) {
+      const auto r = wire::decode_control(ctx_, m.bytes);
+      if (r.counts.size() != 6) throw std::runtime_error("evaluate: malformed accuracy counts");
+      for (int s = 0; s < 3; ++s) {
+        result.correct[s] += r.counts[2 * s];
+        result.total[s] += r.counts[2 * s + 1];
+      }
+    }
+  }
+  return result;
+}
+
+std::vector<std::vector<float>> coordinator::parameters(std::uint64_t global_step) {
+  wire::control c{.h = {global_step, 0}, .what = wire::control_kind::checkpoint};
+  std::vector<wire_message> out(batchers_.size(), pack(wire::kind::control, wire::encode(ctx_, c)));
+  std::vector<std::vector<float>> params;
+  for (const auto& m : broadcast(out, "parameters"))
+    params.push_back(wire::decode_allreduce_chunk(ctx_, m.bytes).values);
+  return params;
+}
+
+cluster_traffic coordinator::traffic() {
+  cluster_traffic t;
+  wire::control c{.h = {0, 0}, .what = wire::control_kind::result};
+  const wire_message ask = pack(wire::kind::control, wire::encode(ctx_, c));
+  for (const auto& m :
+       broadcast(std::vector<wire_message>(batchers_.size(), ask), "traffic report")) {
+    add_counts(t, wire::decode_control(ctx_, m.bytes).counts);
+  }
+  for (size_t p = 0; p < shards_.size(); ++p) {
+    self_->request(shards_[p], timeout_, shard_atom_v, ask)
+        .receive(
+            [&](wire_message& m) { add_counts(t, wire::decode_control(ctx_, m.bytes).counts); },
+            [&](caf::error& e) {
+              throw std::runtime_error("traffic report of shard " + std::to_string(p) +
+                                       " failed: " + self_->system().render(e));
+            });
+  }
+  t.sent += sent_;
+  return t;
+}
+
+}  // namespace degnn

@@ -1,0 +1,67 @@
+// The coordinator: drives steps and epochs over the batch actors, averages their gradients (the
+// all-reduce, gathered at the coordinator and broadcast back), runs distributed layer-wise
+// evaluation and collects the traffic counters. It runs on partition 0's node, inside a blocking
+// actor, so its control flow reads top to bottom.
+#pragma once
+
+#include <chrono>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "serialization/traffic.hpp"
+
+namespace degnn {
+
+struct step_result {
+  double loss_sum = 0;
+  std::uint64_t seeds = 0, correct = 0;
+};
+
+struct eval_result {
+  std::uint64_t correct[3] = {0, 0, 0};  ///< train, valid, test
+  std::uint64_t total[3] = {0, 0, 0};
+  double accuracy(int split) const {
+    return total[split] ? static_cast<double>(correct[split]) / total[split] : 0;
+  }
+};
+
+struct cluster_traffic {
+  wire::traffic sent;          ///< all messages that crossed nodes
+  std::uint64_t rejected = 0;  ///< requests any actor refused
+};
+
+class coordinator {
+ public:
+  /// batchers[p] and shards[p] belong to partition p; the coordinator shares partition 0's node.
+  coordinator(caf::blocking_actor* self, std::vector<batch_actor> batchers,
+              std::vector<shard_actor> shards, wire::context ctx,
+              std::chrono::milliseconds timeout);
+
+  /// One synchronous data-parallel step: every batch actor trains on its batch `index` of `epoch`,
+  /// the gradients are averaged over the workers that had seeds, and every replica applies the
+  /// average. Throws std::runtime_error naming the actor when any request fails or times out.
+  step_result step(std::uint32_t epoch, std::uint64_t index, std::uint64_t global_step);
+
+  /// Exact layer-wise full-neighbour inference over all partitions; accuracy counts per split.
+  eval_result evaluate(int num_layers, std::uint64_t global_step);
+
+  /// Every replica's parameters (to check they agree, or to checkpoint).
+  std::vector<std::vector<float>> parameters(std::uint64_t global_step);
+
+  /// Sum of every actor's counters and the coordinator's own.
+  cluster_traffic traffic();
+
+ private:
+  std::vector<wire_message> broadcast(const std::vector<wire_message>& per_batcher,
+                                      const char* what);
+  void count(int part, const wire_message& m);
+
+  caf::blocking_actor* self_;
+  std::vector<batch_actor> batchers_;
+  std::vector<shard_actor> shards_;
+  wire::context ctx_;
+  std::chrono::milliseconds timeout_;
+  wire::traffic sent_;
+};
+
+}  // namespace degnn

@@ -1,0 +1,73 @@
+// One model replica with its optimiser: the unit of data-parallel training. The single-process
+// trainer and every pipeline's batch owner drive training through this, so they compute alike.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/adam.hpp"
+#include "model/block.hpp"
+#include "model/gnn_model.hpp"
+#include "model/tensor.hpp"
+
+namespace degnn {
+
+struct replica_config {
+  std::string model = "sage";  ///< sage | gcn
+  std::int32_t in_dim = 0, hidden = 128, num_classes = 0, num_layers = 2;
+  float dropout = 0.5f;
+  float lr = 0.01f, weight_decay = 0.0f;
+  std::uint64_t seed = 1;  ///< parameter initialisation
+};
+
+struct step_stats {
+  double loss_sum = 0;  ///< summed cross-entropy over the labelled seeds
+  std::uint32_t seeds = 0;
+  std::uint32_t correct = 0;
+};
+
+class model_replica {
+ public:
+  /// Throws std::invalid_argument for an unknown model name or a non-positive size.
+  explicit model_replica(const replica_config& c);
+
+  const replica_config& config() const { return config_; }
+
+  /// Forward, loss and backward of one mini-batch. inputs: (batch.inputs().size(), in_dim) rows
+  /// in blocks[0].src_nodes order; labels: one per seed. Leaves the gradient (of the mean loss
+  /// over the seeds) in the replica.
+  step_stats train_step(const sampled_batch& batch, const Matrix& inputs,
+                        std::span<const std::int32_t> labels, std::uint64_t dropout_seed);
+
+  /// Current gradient, flattened in parameter order.
+  std::vector<float> gradient() const;
+  /// Replaces the gradient with `g` (e.g. an all-reduced average) and takes one optimiser step.
+  void apply_gradient(std::span<const float> g);
+  /// Takes one optimiser step with the gradient left by train_step.
+  void apply_own_gradient();
+
+  /// Parameters, flattened in parameter order (to compare replicas, checkpoint, broadcast).
+  std::vector<float> parameters() const;
+  void set_parameters(std::span<const float> p);
+
+  /// Evaluation-mode forward of layer `layer` over one block: h_src (num_src, in) -> (num_dst,
+  /// out).
+  Matrix layer_forward(int layer, const block& b, const Matrix& h_src) const;
+  int num_layers() const { return config_.num_layers; }
+
+  /// The model and optimiser themselves (checkpoints, inference).
+  const gnn_model& model() const;
+  gnn_model& model();
+  const adam& optimizer() const;
+  adam& optimizer();
+
+ private:
+  replica_config config_;
+  gnn_model model_;
+  adam adam_;
+  Matrix grad_logits_;
+};
+
+}  // namespace degnn

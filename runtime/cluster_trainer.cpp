@@ -1,0 +1,154 @@
+// In-process cluster wiring and the coordinator-driven epoch loop.
+#include "runtime/cluster_trainer.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/batch_actor.hpp"
+#include "actors/shard_actor.hpp"
+#include "model/checkpoint.hpp"
+#include "model/partitioner.hpp"
+#include "model/sampler.hpp"
+#include "runtime/process_stats.hpp"
+
+namespace degnn {
+
+std::uint64_t cluster_id_for(const std::string& dataset_name, std::uint64_t seed) {
+  std::uint64_t h = mix64(seed);
+  for (unsigned char c : dataset_name)
+    h = mix64(h ^ c);
+  return h;
+}
+
+cluster_result drive_training(coordinator& coord, const train_settings& s, const replica_config& rc,
+                              std::uint64_t nb, training_report& report, const step_hook& on_step) {
+  cluster_result result;
+  std::uint64_t bytes_before = coord.traffic().sent.total_bytes();
+  wire::traffic kinds_before = coord.traffic().sent;
+  for (int epoch = 0; epoch < s.epochs; ++epoch) {
+    epoch_record rec;
+    rec.epoch = epoch + 1;
+    stopwatch epoch_clock;
+    double loss_sum = 0;
+    std::uint64_t correct = 0;
+    for (std::uint64_t i = 0; i < nb; ++i) {
+      const std::uint64_t step = static_cast<std::uint64_t>(epoch) * nb + i;
+      const step_result r = coord.step(static_cast<std::uint32_t>(epoch), i, step);
+      loss_sum += r.loss_sum;
+      correct += r.correct;
+      rec.seeds += r.seeds;
+      ++rec.steps;
+      if (on_step) on_step(step, r.seeds ? r.loss_sum / static_cast<double>(r.seeds) : 0.0);
+      report.batch_progress(rec.epoch, i + 1, nb, rec.seeds ? loss_sum / rec.seeds : 0,
+                            rec.seeds / std::max(1e-9, epoch_clock.seconds()));
+    }
+    rec.epoch_s = epoch_clock.seconds();
+    rec.loss = rec.seeds ? loss_sum / rec.seeds : 0;
+    rec.train_acc = rec.seeds ? static_cast<double>(correct) / rec.seeds : 0;
+    const wire::traffic after_train = coord.traffic().sent;
+    wire::traffic epoch_kinds;
+    for (int k = 0; k < wire::kNumKinds; ++k) {
+      epoch_kinds.bytes[k] = after_train.bytes[k] - kinds_before.bytes[k];
+      epoch_kinds.messages[k] = after_train.messages[k] - kinds_before.messages[k];
+    }
+    rec.bytes = after_train.total_bytes() - bytes_before;
+    rec.bytes_by_kind_json = epoch_kinds.bytes_json();
+    result.epoch_bytes.push_back(rec.bytes);
+    const auto params = coord.parameters(static_cast<std::uint64_t>(epoch + 1) * nb);
+    for (const auto& p : params)
+      result.replicas_identical = result.replicas_identical && p == params.front();
+    if ((epoch + 1) % s.eval_every == 0 || epoch + 1 == s.epochs) {
+      stopwatch clock;
+      const eval_result ev =
+          coord.evaluate(rc.num_layers, static_cast<std::uint64_t>(epoch + 1) * nb);
+      rec.evaluated = true;
+      rec.eval_train_acc = ev.accuracy(0);
+      rec.valid_acc = ev.accuracy(1);
+      rec.test_acc = ev.accuracy(2);
+      rec.eval_s = clock.seconds();
+    }
+    kinds_before = coord.traffic().sent;
+    bytes_before = kinds_before.total_bytes();
+    rec.eval_bytes = bytes_before - after_train.total_bytes();
+    if (report.epoch_done(rec) && !s.checkpoint.empty()) {
+      // Parameters of replica 0 (all replicas agree); the optimiser state stays with the workers.
+      model_replica snapshot(rc);
+      snapshot.set_parameters(params.front());
+      save_checkpoint(s.checkpoint, snapshot.model(), snapshot.optimizer());
+    }
+    result.parameters = params.front();
+  }
+  result.traffic = coord.traffic();
+  return result;
+}
+
+cluster_result train_cluster(const train_settings& s, const dataset& d, training_report& report,
+                             const step_hook& on_step) {
+  // -- partitions: from disk, or cut in memory --
+  std::shared_ptr<const partition_book> book;
+  std::vector<std::shared_ptr<const graph_partition>> parts;
+  if (!s.partitions.empty()) {
+    const partition_meta meta = load_partition_meta(s.partitions);
+    if (meta.num_nodes != d.num_nodes()) {
+      throw config_error(s.partitions + " was cut from a graph of " +
+                         std::to_string(meta.num_nodes) + " nodes, but " + s.data + " has " +
+                         std::to_string(d.num_nodes()));
+    }
+    book = std::make_shared<partition_book>(load_partition_book(s.partitions));
+    for (int p = 0; p < meta.num_parts; ++p) {
+      parts.push_back(std::make_shared<graph_partition>(load_partition(s.partitions, p)));
+    }
+  } else {
+    stopwatch clock;
+    auto owner = partition_graph(d.graph, d.train, s.parts,
+                                 parse_partition_method(s.partition_method), s.seed);
+    book = std::make_shared<partition_book>(std::move(owner), s.parts);
+    for (int p = 0; p < s.parts; ++p)
+      parts.push_back(std::make_shared<graph_partition>(extract_partition(d, *book, p)));
+    std::printf("partitioned into %d parts with %s in %.2f s\n", s.parts,
+                s.partition_method.c_str(), clock.seconds());
+  }
+  replica_config rc = s.model;
+  rc.in_dim = d.num_features();
+  rc.num_classes = d.num_classes;
+  const wire::context ctx{.cluster_id = cluster_id_for(d.name, s.seed)};
+  batch_settings bs{.fanouts = s.fanouts,
+                    .batch_size = s.batch_size,
+                    .seed = s.seed,
+                    .timeout = std::chrono::milliseconds(1000LL * s.timeout_s)};
+
+  caf::actor_system_config cfg;
+  cfg.add_message_types<caf::id_block::degnn>();
+  caf::actor_system sys{cfg};
+  auto view = std::make_shared<cluster_view>();
+  std::vector<std::size_t> train_sizes;
+  for (const auto& part : parts) {
+    view->shards.push_back(sys.spawn(shard_behavior, part, book, ctx));
+    train_sizes.push_back(part->train.size());
+  }
+  for (const auto& part : parts) {
+    view->batchers.push_back(sys.spawn(batch_behavior, part, book,
+                                       std::shared_ptr<const cluster_view>(view), rc, bs, ctx));
+  }
+  caf::scoped_actor self{sys};
+  cluster_result result;
+  try {
+    coordinator coord(self.ptr(), view->batchers, view->shards, ctx, bs.timeout);
+    result =
+        drive_training(coord, s, rc, batches_per_epoch(train_sizes, s.batch_size), report, on_step);
+  } catch (...) {
+    for (auto& a : view->batchers)
+      self->send_exit(a, caf::exit_reason::user_shutdown);
+    for (auto& a : view->shards)
+      self->send_exit(a, caf::exit_reason::user_shutdown);
+    throw;
+  }
+  for (auto& a : view->batchers)
+    self->send_exit(a, caf::exit_reason::user_shutdown);
+  for (auto& a : view->shards)
+    self->send_exit(a, caf::exit_reason::user_shutdown);
+  if (!result.replicas_identical)
+    throw std::runtime_error("replicas diverged: the all-reduce is broken");
+  return result;
+}
+
+}  // namespace degnn

@@ -1,0 +1,34 @@
+// Training on an in-process cluster: one shard and one batch actor per partition in one CAF actor
+// system, driven by the coordinator. The same actors run across processes (degnn node).
+#pragma once
+
+#include <vector>
+
+#include "actors/coordinator.hpp"
+#include "model/dataset.hpp"
+#include "runtime/single_trainer.hpp"
+#include "runtime/train_options.hpp"
+#include "runtime/training_report.hpp"
+
+namespace degnn {
+
+struct cluster_result {
+  std::vector<float> parameters;   ///< replica 0 after training
+  bool replicas_identical = true;  ///< every replica held the same parameters after every epoch
+  cluster_traffic traffic;         ///< whole run, training and evaluation
+  std::vector<std::uint64_t> epoch_bytes;  ///< training bytes per epoch
+};
+
+/// Partitions d (or loads s.partitions), spawns the cluster, trains. Throws on any failure.
+cluster_result train_cluster(const train_settings& s, const dataset& d, training_report& report,
+                             const step_hook& on_step = {});
+
+/// The epoch loop over a wired cluster, shared by the in-process cluster and `degnn node`.
+cluster_result drive_training(coordinator& coord, const train_settings& s, const replica_config& rc,
+                              std::uint64_t batches_per_epoch, training_report& report,
+                              const step_hook& on_step);
+
+/// A cluster id both sides of a run can compute from what they share (dataset name and seed).
+std::uint64_t cluster_id_for(const std::string& dataset_name, std::uint64_t seed);
+
+}  // namespace degnn

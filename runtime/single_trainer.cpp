@@ -1,0 +1,87 @@
+// The single-process training loop: sample, gather inputs, train, step; exact evaluation.
+#include "runtime/single_trainer.hpp"
+
+#include "model/checkpoint.hpp"
+#include "model/inference.hpp"
+#include "model/sampler.hpp"
+#include "runtime/process_stats.hpp"
+
+namespace degnn {
+
+std::uint64_t batches_per_epoch(std::span<const std::size_t> train_per_part, int batch_size) {
+  std::uint64_t most = 0;
+  for (auto n : train_per_part)
+    most = std::max<std::uint64_t>(most, (n + batch_size - 1) / batch_size);
+  return most;
+}
+
+std::vector<float> train_single(const train_settings& s, const dataset& d, training_report& report,
+                                const step_hook& on_step) {
+  replica_config rc = s.model;
+  rc.in_dim = d.num_features();
+  rc.num_classes = d.num_classes;
+  model_replica replica(rc);
+  if (!s.resume.empty()) {
+    checkpoint ck = load_checkpoint(s.resume);
+    if (!(ck.model.config() == replica.model().config())) {
+      throw config_error(s.resume +
+                         ": checkpoint holds a different model than the options describe");
+    }
+    replica.model() = std::move(ck.model);
+    replica.optimizer().set_state(ck.optimizer.state());
+  }
+  neighbor_sampler sampler(d.graph);
+  const std::size_t train_count = d.train.size();
+  const std::uint64_t nb = batches_per_epoch(std::span(&train_count, 1), s.batch_size);
+  for (int epoch = 0; epoch < s.epochs; ++epoch) {
+    epoch_record rec;
+    rec.epoch = epoch + 1;
+    stopwatch epoch_clock;
+    const auto batches =
+        make_batches(d.train, s.batch_size, s.seed, static_cast<std::uint64_t>(epoch));
+    double loss_sum = 0;
+    std::uint64_t correct = 0;
+    for (std::uint64_t i = 0; i < batches.size(); ++i) {
+      const std::uint64_t step = static_cast<std::uint64_t>(epoch) * nb + i;
+      stopwatch clock;
+      const sampled_batch batch = sampler.sample(batches[i], s.fanouts, s.seed, step);
+      const auto& inputs = batch.inputs();
+      Matrix x(static_cast<Eigen::Index>(inputs.size()), d.features.cols());
+      for (size_t r = 0; r < inputs.size(); ++r)
+        x.row(static_cast<Eigen::Index>(r)) = d.features.row(inputs[r]);
+      std::vector<std::int32_t> labels(batches[i].size());
+      for (size_t r = 0; r < labels.size(); ++r)
+        labels[r] = d.labels[batches[i][r]];
+      rec.sample_s += clock.seconds();
+      clock.reset();
+      const step_stats st = replica.train_step(batch, x, labels, mix64(s.seed ^ mix64(step)));
+      replica.apply_own_gradient();
+      rec.compute_s += clock.seconds();
+      loss_sum += st.loss_sum;
+      correct += st.correct;
+      rec.seeds += st.seeds;
+      ++rec.steps;
+      if (on_step) on_step(step, st.seeds ? st.loss_sum / st.seeds : 0.0);
+      report.batch_progress(rec.epoch, i + 1, batches.size(), rec.seeds ? loss_sum / rec.seeds : 0,
+                            rec.seeds / std::max(1e-9, epoch_clock.seconds()));
+    }
+    rec.loss = rec.seeds ? loss_sum / rec.seeds : 0;
+    rec.train_acc = rec.seeds ? static_cast<double>(correct) / rec.seeds : 0;
+    rec.epoch_s = epoch_clock.seconds();
+    if ((epoch + 1) % s.eval_every == 0 || epoch + 1 == s.epochs) {
+      stopwatch clock;
+      const Matrix logits = layerwise_inference(replica.model(), d.graph, d.features);
+      rec.evaluated = true;
+      rec.eval_train_acc = accuracy(logits, d.labels, d.train);
+      rec.valid_acc = accuracy(logits, d.labels, d.valid);
+      rec.test_acc = accuracy(logits, d.labels, d.test);
+      rec.eval_s = clock.seconds();
+    }
+    if (report.epoch_done(rec) && !s.checkpoint.empty()) {
+      save_checkpoint(s.checkpoint, replica.model(), replica.optimizer());
+    }
+  }
+  return replica.parameters();
+}
+
+}  // namespace degnn

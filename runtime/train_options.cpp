@@ -1,0 +1,83 @@
+// Option schema and validation of the training settings.
+#include "runtime/train_options.hpp"
+
+namespace degnn {
+
+std::vector<option_spec> train_option_specs() {
+  return {
+      {"data", "data/pubmed", "dataset directory (OGB raw layout)"},
+      {"partitions", "", "partition set made by `degnn partition` (default: partition in memory)"},
+      {"pipeline", "",
+       "single (one process, no actors), centralized (DistDGL-style) or decentralized; "
+       "default single for --parts 1, centralized otherwise"},
+      {"parts", "1", "number of partitions / workers of the in-process cluster"},
+      {"partition-method", "metis", "metis or random, when partitioning in memory"},
+      {"model", "sage", "sage (GraphSAGE-mean) or gcn"},
+      {"layers", "2", "number of GNN layers"},
+      {"fanouts", "10,25", "sampled in-neighbours per layer, seed-first (-1 = all)"},
+      {"hidden", "128", "hidden width"},
+      {"epochs", "10", "training epochs"},
+      {"batch-size", "1024", "seeds per mini-batch and worker"},
+      {"lr", "0.01", "Adam learning rate"},
+      {"weight-decay", "0", "L2 weight decay"},
+      {"dropout", "0.5", "dropout between layers"},
+      {"seed", "1", "seed of initialisation, batching, sampling and dropout"},
+      {"eval-every", "1", "evaluate (exact layer-wise inference) every N epochs"},
+      {"metrics", "", "append one JSON line per epoch to this file"},
+      {"checkpoint", "", "write the best-validation model here"},
+      {"resume", "", "start from this checkpoint (parameters and optimiser state)"},
+      {"no-progress", "false", "no live progress line", true},
+      {"timeout", "120", "seconds any request between actors may take"},
+  };
+}
+
+train_settings read_train_settings(const option_set& opts) {
+  train_settings s;
+  s.data = opts.str("data");
+  s.partitions = opts.str("partitions");
+  s.parts = static_cast<int>(opts.integer("parts", 1, 4096));
+  s.partition_method = opts.choice("partition-method", {"metis", "random"});
+  if (opts.str("pipeline").empty()) {
+    s.pipeline = s.parts == 1 && s.partitions.empty() ? "single" : "centralized";
+  } else {
+    s.pipeline = opts.choice("pipeline", {"single", "centralized", "decentralized"});
+  }
+  if (s.pipeline == "single" && s.parts != 1) {
+    throw config_error("--pipeline single trains in one process: it takes no --parts (got " +
+                       std::to_string(s.parts) + ")");
+  }
+  s.model.model = opts.choice("model", {"sage", "gcn"});
+  s.model.num_layers = static_cast<std::int32_t>(opts.integer("layers", 1, 16));
+  s.model.hidden = static_cast<std::int32_t>(opts.integer("hidden", 1, 1 << 16));
+  s.model.lr = static_cast<float>(opts.real("lr", 0, 10));
+  s.model.weight_decay = static_cast<float>(opts.real("weight-decay", 0, 10));
+  s.model.dropout = static_cast<float>(opts.real("dropout", 0, 0.99));
+  s.seed = static_cast<std::uint64_t>(opts.integer("seed", 0));
+  s.model.seed = s.seed;
+  s.fanouts = opts.int_list("fanouts");
+  if (static_cast<int>(s.fanouts.size()) != s.model.num_layers) {
+    throw config_error("--fanouts lists " + std::to_string(s.fanouts.size()) +
+                       " values but --layers is " + std::to_string(s.model.num_layers) +
+                       " (one fanout per layer, seed-first)");
+  }
+  for (int f : s.fanouts) {
+    if (f == 0 || f < -1)
+      throw config_error("--fanouts: each value must be positive or -1 (all), got " +
+                         std::to_string(f));
+  }
+  s.epochs = static_cast<int>(opts.integer("epochs", 1, 1'000'000));
+  s.batch_size = static_cast<int>(opts.integer("batch-size", 1, 1 << 24));
+  s.eval_every = static_cast<int>(opts.integer("eval-every", 1, 1'000'000));
+  s.metrics = opts.str("metrics");
+  s.checkpoint = opts.str("checkpoint");
+  s.resume = opts.str("resume");
+  s.progress = !opts.flag("no-progress");
+  s.timeout_s = static_cast<int>(opts.integer("timeout", 1, 86400));
+  if (s.pipeline == "decentralized") {
+    throw config_error(
+        "--pipeline decentralized is not built yet (it is the next issue); use centralized");
+  }
+  return s;
+}
+
+}  // namespace degnn

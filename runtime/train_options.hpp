@@ -1,0 +1,38 @@
+// The settings of `degnn train` and `degnn bench train`, read from options into a plain struct,
+// validated with messages that name the option.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/replica.hpp"
+#include "runtime/cli_options.hpp"
+
+namespace degnn {
+
+struct train_settings {
+  std::string data;
+  std::string partitions;  ///< pre-made partition set; empty = partition in memory
+  std::string pipeline;    ///< single | centralized | decentralized
+  int parts = 1;
+  std::string partition_method = "metis";
+  replica_config model;
+  std::vector<int> fanouts;  ///< seed-first
+  int batch_size = 1024;
+  int epochs = 10;
+  int eval_every = 1;
+  std::uint64_t seed = 1;
+  std::string metrics;     ///< JSON lines file, empty = none
+  std::string checkpoint;  ///< best-validation checkpoint file, empty = none
+  std::string resume;      ///< checkpoint to start from
+  bool progress = true;    ///< live progress line on a terminal
+  int timeout_s = 120;     ///< limit of every request between actors
+};
+
+/// The options `degnn train` accepts (shared by bench train, which adds its own).
+std::vector<option_spec> train_option_specs();
+/// Reads and validates the options; throws config_error naming the offending option.
+train_settings read_train_settings(const option_set& opts);
+
+}  // namespace degnn

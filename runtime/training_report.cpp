@@ -1,0 +1,82 @@
+// Terminal and JSON output of a training run.
+#include "runtime/training_report.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "runtime/process_stats.hpp"
+
+namespace degnn {
+
+training_report::training_report(std::string run_name, const std::string& metrics_file,
+                                 bool progress)
+    : run_(std::move(run_name)), live_(progress && ::isatty(STDERR_FILENO)) {
+  if (!metrics_file.empty()) {
+    metrics_ = std::fopen(metrics_file.c_str(), "a");
+    if (!metrics_)
+      throw std::runtime_error(metrics_file +
+                               ": cannot open metrics file: " + std::strerror(errno));
+  }
+}
+
+training_report::~training_report() {
+  if (metrics_) std::fclose(metrics_);
+}
+
+void training_report::batch_progress(int epoch, std::uint64_t done, std::uint64_t total,
+                                     double loss, double seeds_per_s) {
+  if (!live_) return;
+  std::fprintf(stderr, "\r\033[Kepoch %3d  batch %llu/%llu  loss %.4f  %.0f seeds/s", epoch,
+               static_cast<unsigned long long>(done), static_cast<unsigned long long>(total), loss,
+               seeds_per_s);
+  std::fflush(stderr);
+}
+
+bool training_report::epoch_done(const epoch_record& r) {
+  if (live_) std::fprintf(stderr, "\r\033[K");
+  std::printf("epoch %3d  loss %.4f  train %.4f", r.epoch, r.loss, r.train_acc);
+  if (r.evaluated) std::printf("  valid %.4f  test %.4f", r.valid_acc, r.test_acc);
+  std::printf("  time %.2fs (sample %.2f, comm %.2f, compute %.2f, eval %.2f)", r.epoch_s,
+              r.sample_s, r.comm_s, r.compute_s, r.eval_s);
+  if (r.bytes) std::printf("  %.2f MB sent", static_cast<double>(r.bytes) / 1e6);
+  std::printf("\n");
+  std::fflush(stdout);
+  const bool best = r.evaluated && r.valid_acc > best_valid_;
+  if (best) {
+    best_valid_ = r.valid_acc;
+    test_at_best_ = r.test_acc;
+    best_epoch_ = r.epoch;
+  }
+  if (metrics_) {
+    std::fprintf(
+        metrics_,
+        "{\"run\":\"%s\",\"epoch\":%d,\"loss\":%.6f,\"train_acc\":%.6f,\"evaluated\":%s,\"eval_"
+        "train_acc\":%.6f,"
+        "\"valid_acc\":%.6f,\"test_acc\":%.6f,\"epoch_s\":%.4f,\"sample_s\":%.4f,\"comm_s\":%.4f,"
+        "\"compute_s\":%.4f,\"eval_s\":%.4f,\"steps\":%llu,\"seeds\":%llu,\"bytes\":%llu,\"bytes_"
+        "by_kind\":%s,"
+        "\"eval_bytes\":%llu,\"peak_rss_mib\":%.1f}\n",
+        run_.c_str(), r.epoch, r.loss, r.train_acc, r.evaluated ? "true" : "false",
+        r.eval_train_acc, r.valid_acc, r.test_acc, r.epoch_s, r.sample_s, r.comm_s, r.compute_s,
+        r.eval_s, static_cast<unsigned long long>(r.steps),
+        static_cast<unsigned long long>(r.seeds), static_cast<unsigned long long>(r.bytes),
+        r.bytes_by_kind_json.empty() ? "{}" : r.bytes_by_kind_json.c_str(),
+        static_cast<unsigned long long>(r.eval_bytes), peak_rss_mib());
+    std::fflush(metrics_);
+  }
+  return best;
+}
+
+void training_report::finish() {
+  if (best_epoch_ == 0) {
+    std::printf("no evaluation ran (see --eval-every)\n");
+    return;
+  }
+  std::printf("test accuracy %.4f at best validation epoch %d (valid %.4f)\n", test_at_best_,
+              best_epoch_, best_valid_);
+}
+
+}  // namespace degnn

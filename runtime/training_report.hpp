@@ -1,0 +1,50 @@
+// What a training run shows and records: a live progress line per epoch on a terminal, a summary
+// line per epoch, JSON metrics lines, and the best-validation bookkeeping behind the final result.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace degnn {
+
+struct epoch_record {
+  int epoch = 0;
+  double loss = 0;         ///< mean training loss over the epoch's labelled seeds
+  double train_acc = 0;    ///< on the training batches (with dropout)
+  bool evaluated = false;  ///< exact inference ran this epoch
+  double eval_train_acc = 0, valid_acc = 0, test_acc = 0;
+  double epoch_s = 0, sample_s = 0, compute_s = 0, comm_s = 0, eval_s = 0;
+  std::uint64_t steps = 0, seeds = 0;
+  std::uint64_t bytes = 0;         ///< sent between nodes during the epoch (training, not eval)
+  std::string bytes_by_kind_json;  ///< {"kind":bytes,...}
+  std::uint64_t eval_bytes = 0;
+};
+
+class training_report {
+ public:
+  /// metrics_file: empty for none. progress: live line on stderr when it is a terminal.
+  training_report(std::string run_name, const std::string& metrics_file, bool progress);
+  ~training_report();
+
+  void batch_progress(int epoch, std::uint64_t done, std::uint64_t total, double loss,
+                      double seeds_per_s);
+  /// Prints the summary line and writes the metrics line; returns true when this is the best
+  /// validation accuracy so far (the caller then checkpoints).
+  bool epoch_done(const epoch_record& r);
+  /// "test accuracy X at best validation epoch E" line.
+  void finish();
+
+  double best_valid() const { return best_valid_; }
+  double test_at_best() const { return test_at_best_; }
+  int best_epoch() const { return best_epoch_; }
+
+ private:
+  std::string run_;
+  std::FILE* metrics_ = nullptr;
+  bool live_ = false;
+  double best_valid_ = -1, test_at_best_ = 0;
+  int best_epoch_ = 0;
+};
+
+}  // namespace degnn
