@@ -17,7 +17,8 @@ block assemble_block(std::span<const node_id> dst, std::span<const std::int32_t>
   b.src_nodes.assign(dst.begin(), dst.end());
   for (std::int64_t i = 0; i < num_dst; ++i) {
     if (scratch[dst[i]] != -1) {
-      for (std::int64_t j = 0; j < i; ++j) scratch[dst[j]] = -1;
+      for (std::int64_t j = 0; j < i; ++j)
+        scratch[dst[j]] = -1;
       throw std::invalid_argument("assemble_block: node " + std::to_string(dst[i]) +
                                   " appears twice among the destinations");
     }
@@ -25,9 +26,11 @@ block assemble_block(std::span<const node_id> dst, std::span<const std::int32_t>
   }
   b.indptr.resize(static_cast<size_t>(num_dst) + 1);
   b.indptr[0] = 0;
-  for (std::int64_t i = 0; i < num_dst; ++i) b.indptr[i + 1] = b.indptr[i] + counts[i];
+  for (std::int64_t i = 0; i < num_dst; ++i)
+    b.indptr[i + 1] = b.indptr[i] + counts[i];
   if (static_cast<size_t>(b.indptr[num_dst]) != picks.size()) {
-    for (node_id u : b.src_nodes) scratch[u] = -1;
+    for (node_id u : b.src_nodes)
+      scratch[u] = -1;
     throw std::invalid_argument("assemble_block: counts do not add up to the picks");
   }
   b.indices.resize(picks.size());
@@ -41,7 +44,8 @@ block assemble_block(std::span<const node_id> dst, std::span<const std::int32_t>
     }
     b.indices[e] = l;
   }
-  for (node_id u : b.src_nodes) scratch[u] = -1;
+  for (node_id u : b.src_nodes)
+    scratch[u] = -1;
   return b;
 }
 

@@ -54,7 +54,7 @@ step_stats model_replica::train_step(const sampled_batch& batch, const Matrix& i
 
 std::vector<float> model_replica::gradient() const {
   auto& m = const_cast<gnn_model&>(model_);  // gradients() has no const overload; read only
-  return flatten(std::span<Matrix* const>(m.gradients()));
+  return flatten(m.gradients());
 }
 
 void model_replica::apply_gradient(std::span<const float> g) {
@@ -67,8 +67,7 @@ void model_replica::apply_own_gradient() {
 }
 
 std::vector<float> model_replica::parameters() const {
-  const auto p = model_.parameters();
-  return flatten(std::span<const Matrix* const>(p));
+  return flatten(model_.parameters());
 }
 
 void model_replica::set_parameters(std::span<const float> p) {
