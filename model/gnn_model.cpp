@@ -114,6 +114,14 @@ std::vector<Matrix*> gnn_model::gradients() {
   return all;
 }
 
+std::vector<const Matrix*> gnn_model::gradients() const {
+  std::vector<const Matrix*> all;
+  for (auto& layer : layers_)
+    for (Matrix* m : layer->gradients())
+      all.push_back(m);
+  return all;
+}
+
 void gnn_model::zero_grad() {
   for (Matrix* g : gradients())
     g->setZero();
@@ -138,8 +146,16 @@ std::vector<float> flatten(std::span<const Matrix* const> mats) {
 }
 
 std::vector<float> flatten(std::span<Matrix* const> mats) {
-  std::vector<const Matrix*> c(mats.begin(), mats.end());
+  const std::vector<const Matrix*> c(mats.begin(), mats.end());
   return flatten(std::span<const Matrix* const>(c));
+}
+
+std::vector<float> flatten(const std::vector<const Matrix*>& mats) {
+  return flatten(std::span<const Matrix* const>(mats));
+}
+
+std::vector<float> flatten(const std::vector<Matrix*>& mats) {
+  return flatten(std::span<Matrix* const>(mats));
 }
 
 void unflatten(std::span<const float> flat, std::span<Matrix* const> mats) {

@@ -47,6 +47,7 @@ class gnn_model {
   std::vector<Matrix*> parameters();
   std::vector<const Matrix*> parameters() const;
   std::vector<Matrix*> gradients();
+  std::vector<const Matrix*> gradients() const;
   void zero_grad();
   /// Total number of scalars in parameters().
   std::size_t num_parameters() const;
@@ -69,6 +70,9 @@ class gnn_model {
 /// Concatenates the matrices' entries (row-major, in list order) into one vector.
 std::vector<float> flatten(std::span<const Matrix* const> mats);
 std::vector<float> flatten(std::span<Matrix* const> mats);
+/// Overloads so a vector from parameters() / gradients() converts without ambiguity.
+std::vector<float> flatten(const std::vector<const Matrix*>& mats);
+std::vector<float> flatten(const std::vector<Matrix*>& mats);
 /// Inverse of flatten: copies flat into the matrices (whose shapes must already be set).
 /// Throws std::invalid_argument when the sizes differ.
 void unflatten(std::span<const float> flat, std::span<Matrix* const> mats);

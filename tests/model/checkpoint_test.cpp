@@ -1,0 +1,123 @@
+// Tests of model/checkpoint.hpp: exact round trip of config, parameters and Adam state; corrupt,
+// truncated and foreign files raise data_error naming the file.
+#include "model/checkpoint.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "model/data_error.hpp"
+
+using namespace degnn;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    path = fs::temp_directory_path() /
+           ("degnn_ckpt_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(path);
+  }
+  ~temp_dir() { fs::remove_all(path); }
+};
+
+// A model and optimiser with non-trivial state (two steps taken).
+std::pair<gnn_model, adam> trained() {
+  gnn_model model({.kind = model_kind::gcn,
+                   .in_dim = 5,
+                   .hidden = 7,
+                   .num_classes = 3,
+                   .num_layers = 3,
+                   .dropout = 0.2f},
+                  11);
+  adam opt({.lr = 0.02f, .beta1 = 0.8f, .beta2 = 0.99f, .eps = 1e-7f, .weight_decay = 5e-4f});
+  for (int i = 0; i < 2; ++i) {
+    for (Matrix* g : model.gradients())
+      g->setRandom();
+    opt.step(model.parameters(), model.gradients());
+  }
+  return {std::move(model), std::move(opt)};
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_all(const fs::path& p, const std::string& s) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(s.data(), static_cast<std::streamsize>(s.size()));
+}
+
+void expect_data_error_naming(const fs::path& p, const std::string& what) {
+  try {
+    (void)load_checkpoint(p);
+    ADD_FAILURE() << "no exception for " << what;
+  } catch (const data_error& e) {
+    EXPECT_NE(std::string(e.what()).find(p.string()), std::string::npos) << e.what();
+    std::printf("%s -> %s\n", what.c_str(), e.what());
+  }
+}
+
+}  // namespace
+
+TEST(Checkpoint, RoundTripRestoresConfigParametersAndAdamStateExactly) {
+  temp_dir dir;
+  auto [model, opt] = trained();
+  const fs::path file = dir.path / "run.ckpt";
+  save_checkpoint(file, model, opt);
+  EXPECT_FALSE(fs::exists(dir.path / "run.ckpt.tmp"));
+  checkpoint c = load_checkpoint(file);
+  EXPECT_EQ(c.model.config(), model.config());
+  EXPECT_EQ(flatten(c.model.parameters()), flatten(model.parameters()));
+  EXPECT_EQ(c.optimizer.options(), opt.options());
+  EXPECT_EQ(c.optimizer.state().step, 2);
+  ASSERT_EQ(c.optimizer.state().m.size(), opt.state().m.size());
+  for (std::size_t i = 0; i < opt.state().m.size(); ++i) {
+    EXPECT_TRUE(c.optimizer.state().m[i] == opt.state().m[i]);
+    EXPECT_TRUE(c.optimizer.state().v[i] == opt.state().v[i]);
+  }
+  // A fresh optimiser (no moments yet) round-trips too.
+  save_checkpoint(file, model, adam{});
+  EXPECT_TRUE(load_checkpoint(file).optimizer.state().m.empty());
+}
+
+TEST(Checkpoint, ACorruptedByteThrowsDataErrorNamingTheFile) {
+  temp_dir dir;
+  auto [model, opt] = trained();
+  const fs::path file = dir.path / "bad.ckpt";
+  save_checkpoint(file, model, opt);
+  const std::string good = read_all(file);
+  for (std::size_t at : {std::size_t{30}, good.size() / 2, good.size() - 1}) {
+    std::string bad = good;
+    bad[at] ^= 0x10;
+    write_all(file, bad);
+    expect_data_error_naming(file, "flipped byte " + std::to_string(at));
+  }
+}
+
+TEST(Checkpoint, ATruncatedFileThrowsDataErrorNamingTheFile) {
+  temp_dir dir;
+  auto [model, opt] = trained();
+  const fs::path file = dir.path / "short.ckpt";
+  save_checkpoint(file, model, opt);
+  const std::string good = read_all(file);
+  for (std::size_t keep : {std::size_t{0}, std::size_t{10}, good.size() - 4}) {
+    write_all(file, good.substr(0, keep));
+    expect_data_error_naming(file, "truncated to " + std::to_string(keep));
+  }
+}
+
+TEST(Checkpoint, AForeignOrMissingFileThrowsDataErrorNamingTheFile) {
+  temp_dir dir;
+  const fs::path file = dir.path / "foreign.ckpt";
+  write_all(file, std::string(64, 'x'));
+  expect_data_error_naming(file, "bad magic");
+  expect_data_error_naming(dir.path / "missing.ckpt", "missing file");
+}
