@@ -44,16 +44,17 @@ edge_weights gcn_normalization(const block& b);
 /// sum a shard returns for its own neighbours. h_src is (num_src, F). out is resized.
 void sum_aggregate(const block& b, const Matrix& h_src, Matrix& out);
 /// grad_src (num_src, F) += d out / d h_src applied to grad_out (num_dst, F). grad_src must
-/// already have its shape.
+/// already have its shape. With accumulate == false grad_src is resized and overwritten instead
+/// (same for every backward below): saves a separate zeroing pass over a wide gradient.
 void sum_aggregate_backward(const block& b, const block_transpose& t, const Matrix& grad_out,
-                            Matrix& grad_src);
+                            Matrix& grad_src, bool accumulate = true);
 
 /// out (num_dst, F) = mean over the sampled neighbours of dst i of h_src.row(u); a dst row with
 /// no neighbour gets a zero row. h_src is (num_src, F).
 void mean_aggregate(const block& b, const Matrix& h_src, Matrix& out);
 /// grad_src (num_src, F) += backward of mean_aggregate for grad_out (num_dst, F).
 void mean_aggregate_backward(const block& b, const block_transpose& t, const Matrix& grad_out,
-                             Matrix& grad_src);
+                             Matrix& grad_src, bool accumulate = true);
 
 /// Divides row i of m by counts[i] (rows with count 0 become zero): finishes a mean from the sum
 /// of partial sums.
@@ -63,6 +64,6 @@ void divide_rows_by_count(Matrix& m, std::span<const float> counts);
 void weighted_aggregate(const block& b, const edge_weights& w, const Matrix& h_src, Matrix& out);
 /// grad_src (num_src, F) += backward of weighted_aggregate for grad_out (num_dst, F).
 void weighted_aggregate_backward(const block& b, const block_transpose& t, const edge_weights& w,
-                                 const Matrix& grad_out, Matrix& grad_src);
+                                 const Matrix& grad_out, Matrix& grad_src, bool accumulate = true);
 
 }  // namespace degnn

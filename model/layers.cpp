@@ -152,9 +152,9 @@ void sage_layer::backward(const block& b, const Matrix& grad_out, Matrix* grad_s
   grad_w_neigh.noalias() += cache_.agg.transpose() * grad_out;   // (in, out)
   grad_bias += grad_out.colwise().sum();
   if (!grad_src) return;
-  grad_src->setZero(b.num_src(), in_dim_);                 // (num_src, in)
   const Matrix grad_agg = grad_out * w_neigh.transpose();  // (nd, in)
-  mean_aggregate_backward(b, transpose_block(b), grad_agg, *grad_src);
+  // grad_src (num_src, in) is overwritten by the scatter, then the self term is added.
+  mean_aggregate_backward(b, transpose_block(b), grad_agg, *grad_src, /*accumulate=*/false);
   grad_src->topRows(nd).noalias() += grad_out * w_self.transpose();
 }
 
@@ -190,8 +190,9 @@ void gcn_layer::backward(const block& b, const Matrix& grad_out, Matrix* grad_sr
   dense_backward(cache_.agg, weight, grad_out, grad_weight, &grad_bias,
                  grad_src ? &grad_agg : nullptr);
   if (!grad_src) return;
-  grad_src->setZero(b.num_src(), in_dim_);  // (num_src, in)
-  weighted_aggregate_backward(b, transpose_block(b), cache_.weights, grad_agg, *grad_src);
+  // grad_src (num_src, in), overwritten.
+  weighted_aggregate_backward(b, transpose_block(b), cache_.weights, grad_agg, *grad_src,
+                              /*accumulate=*/false);
 }
 
 }  // namespace degnn
