@@ -70,6 +70,15 @@ TEST(MeanAggregation, BackwardEqualsANaiveScatterAndAddsToTheGradient) {
   EXPECT_LT(diff, 1e-5);
 }
 
+TEST(MeanAggregation, BackwardWithoutAccumulateOverwritesAndResizesTheGradient) {
+  const block b = random_block(40, 90, 6, 14);
+  const Matrix g = random_matrix(40, 13, 15);
+  Matrix grad_src = Matrix::Constant(3, 3, 7.0f);  // wrong shape, garbage values
+  mean_aggregate_backward(b, transpose_block(b), g, grad_src, /*accumulate=*/false);
+  ASSERT_EQ(grad_src.rows(), 90);
+  EXPECT_LT((grad_src.cast<double>() - naive_mean_backward(b, g)).cwiseAbs().maxCoeff(), 1e-5);
+}
+
 TEST(MeanAggregation, BackwardIsBitwiseTheSameForAnyThreadCount) {
   const block b = random_block(300, 500, 20, 6);
   const Matrix g = random_matrix(300, 33, 7);
