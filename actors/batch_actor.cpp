@@ -424,7 +424,25 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
           switch (static_cast<wire::kind>(m.kind)) {
             case wire::kind::control: {
               const auto c = wire::decode_control(st.ctx, m.bytes);
+              const bool needs_peers = c.what == wire::control_kind::step ||
+                                       c.what == wire::control_kind::evaluate ||
+                                       c.what == wire::control_kind::epoch;
+              if (needs_peers && !st.view->ready.load(std::memory_order_acquire)) {
+                return as_error(st, "not connected to every peer yet");
+              }
               switch (c.what) {
+                case wire::control_kind::epoch: {
+                  wire::control out{.h = {c.h.step, st.part->part},
+                                    .what = wire::control_kind::result};
+                  return pack(wire::kind::control, wire::encode(st.ctx, out));
+                }
+                case wire::control_kind::shutdown: {
+                  wire::control out{.h = {c.h.step, st.part->part},
+                                    .what = wire::control_kind::result};
+                  auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));
+                  self->quit();
+                  return msg;
+                }
                 case wire::control_kind::step:
                   return start_step(self, c);
                 case wire::control_kind::evaluate:

@@ -4,6 +4,7 @@
 // for the all-reduce. It also runs its partition's share of layer-wise evaluation.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -24,9 +25,12 @@ struct batch_settings {
 };
 
 /// Where the batch actor's peers are. Index = partition id; the entry of its own part is unused.
+/// Filled by whoever wires the cluster; `ready` is set (release) once both lists are complete,
+/// and the batch actor reads the lists only after seeing it (acquire).
 struct cluster_view {
   std::vector<shard_actor> shards;
   std::vector<batch_actor> batchers;
+  std::atomic<bool> ready{false};
 };
 
 struct batch_state {
@@ -49,6 +53,8 @@ struct batch_state {
 };
 
 /// Spawn with `sys.spawn(batch_behavior, part, book, view, replica_config, settings, ctx)`.
+/// Control messages: step, evaluate, checkpoint (parameters), result (traffic report),
+/// epoch (readiness probe: fails until the cluster view is ready), shutdown (replies, then quits).
 /// The coordinator lives on partition 0's node: replies to it from other parts count as traffic.
 batch_actor::behavior_type batch_behavior(batch_actor::stateful_pointer<batch_state> self,
                                           std::shared_ptr<const graph_partition> part,

@@ -129,6 +129,7 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
     view->batchers.push_back(sys.spawn(batch_behavior, part, book,
                                        std::shared_ptr<const cluster_view>(view), rc, bs, ctx));
   }
+  view->ready.store(true, std::memory_order_release);
   caf::scoped_actor self{sys};
   cluster_result result;
   try {

@@ -1,0 +1,238 @@
+// degnn node: one node process of a static cluster. Node K loads partition K, publishes its batch
+// actor on port P and its shard on port P+1 (P from the K-th entry of --peers), connects to every
+// other node, and then node 0 coordinates training while the others serve until told to stop.
+//   degnn node --config-file=cluster.conf --id 0     (and --id 1 ... in other processes)
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <cstdio>
+#include <thread>
+
+#include "actors/batch_actor.hpp"
+#include "actors/coordinator.hpp"
+#include "actors/shard_actor.hpp"
+#include "model/partition_store.hpp"
+#include "runtime/cluster_trainer.hpp"
+#include "runtime/commands.hpp"
+#include "runtime/process_stats.hpp"
+#include "runtime/train_options.hpp"
+
+namespace degnn {
+
+namespace {
+
+struct endpoint {
+  std::string host;
+  std::uint16_t port = 0;
+};
+
+std::vector<endpoint> parse_peers(const std::string& text) {
+  std::vector<endpoint> out;
+  std::string s = text;
+  if (!s.empty() && s.front() == '[' && s.back() == ']') s = s.substr(1, s.size() - 2);
+  size_t pos = 0;
+  while (pos < s.size()) {
+    auto comma = s.find(',', pos);
+    std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    item.erase(0, item.find_first_not_of(" \t\""));
+    item.erase(item.find_last_not_of(" \t\"") + 1);
+    const auto colon = item.rfind(':');
+    if (colon == std::string::npos) throw config_error("--peers: '" + item + "' is not HOST:PORT");
+    int port = 0;
+    try {
+      port = std::stoi(item.substr(colon + 1));
+    } catch (...) {
+      port = -1;
+    }
+    if (port < 1 || port > 65534)
+      throw config_error("--peers: bad port in '" + item + "' (1..65534; P+1 is used too)");
+    out.push_back({item.substr(0, colon), static_cast<std::uint16_t>(port)});
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  if (out.empty()) throw config_error("--peers: no HOST:PORT given");
+  return out;
+}
+
+// Retries a connection until it succeeds or the deadline passes: peers start in any order.
+template <class Handle>
+Handle connect(caf::actor_system& sys, const endpoint& e,
+               std::chrono::steady_clock::time_point deadline, const char* what) {
+  while (true) {
+    auto h = sys.middleman().remote_actor<Handle>(e.host, e.port);
+    if (h) return *h;
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw std::runtime_error(std::string("cannot reach the ") + what + " at " + e.host + ":" +
+                               std::to_string(e.port) + ": " + sys.render(h.error()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace
+
+int run_node(int argc, char** argv) {
+  auto specs = train_option_specs();
+  specs.push_back({"id", "", "this node's index into --peers (node 0 coordinates)"});
+  specs.push_back(
+      {"peers", "",
+       "HOST:PORT of every node, in node order (batch actor at PORT, shard at PORT+1)"});
+  specs.push_back({"connect-timeout", "60", "seconds to wait for all peers"});
+  option_set opts(
+      "node",
+      "degnn node --config-file=F --id K  (F names peers, partitions and training settings)",
+      std::move(specs));
+  if (!opts.parse(argc, argv, 0)) return 0;
+  if (!opts.given("id")) throw config_error("node: --id K is required");
+  if (!opts.given("partitions"))
+    throw config_error("node: --partitions DIR is required (made by degnn partition)");
+  const auto peers = parse_peers(opts.str("peers"));
+  const int id =
+      static_cast<int>(opts.integer("id", 0, static_cast<std::int64_t>(peers.size()) - 1));
+  train_settings s = read_train_settings(opts);
+  const partition_meta meta = load_partition_meta(s.partitions);
+  if (meta.num_parts != static_cast<int>(peers.size())) {
+    throw config_error("node: " + s.partitions + " has " + std::to_string(meta.num_parts) +
+                       " partitions but --peers names " + std::to_string(peers.size()) + " nodes");
+  }
+  auto book = std::make_shared<const partition_book>(load_partition_book(s.partitions));
+  auto part = std::make_shared<const graph_partition>(load_partition(s.partitions, id));
+  replica_config rc = s.model;
+  rc.in_dim = meta.num_features;
+  rc.num_classes = meta.num_classes;
+  const wire::context ctx{.cluster_id = cluster_id_for(meta.dataset_name, s.seed)};
+  batch_settings bs{.fanouts = s.fanouts,
+                    .batch_size = s.batch_size,
+                    .seed = s.seed,
+                    .timeout = std::chrono::milliseconds(1000LL * s.timeout_s)};
+
+  caf::actor_system_config cfg;
+  cfg.add_message_types<caf::id_block::degnn>();
+  cfg.load<caf::io::middleman>();
+  caf::actor_system sys{cfg};
+  auto view = std::make_shared<cluster_view>();
+  auto shard = sys.spawn(shard_behavior, part, book, ctx);
+  auto batcher =
+      sys.spawn(batch_behavior, part, book, std::shared_ptr<const cluster_view>(view), rc, bs, ctx);
+  caf::scoped_actor self{sys};
+  auto stop_local = [&] {
+    self->send_exit(batcher, caf::exit_reason::user_shutdown);
+    self->send_exit(shard, caf::exit_reason::user_shutdown);
+  };
+  const auto& me = peers[static_cast<size_t>(id)];
+  auto check_published = [&](caf::expected<std::uint16_t> published, std::uint16_t port) {
+    if (published) return;
+    stop_local();
+    throw std::runtime_error("node " + std::to_string(id) + ": cannot listen on " + me.host + ":" +
+                             std::to_string(port) + ": " + sys.render(published.error()));
+  };
+  // Published as typed handles, so a peer of another protocol fails at connection time.
+  check_published(sys.middleman().publish(batcher, me.port, me.host.c_str(), true), me.port);
+  check_published(sys.middleman().publish(shard, static_cast<std::uint16_t>(me.port + 1),
+                                          me.host.c_str(), true),
+                  static_cast<std::uint16_t>(me.port + 1));
+  std::fprintf(stderr, "node %d: partition %d (%d nodes), listening on %s:%u-%u\n", id, id,
+               part->num_owned(), me.host.c_str(), me.port, me.port + 1);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(opts.integer("connect-timeout", 1));
+  try {
+    for (size_t p = 0; p < peers.size(); ++p) {
+      if (static_cast<int>(p) == id) {
+        view->batchers.push_back(batcher);
+        view->shards.push_back(shard);
+        continue;
+      }
+      view->batchers.push_back(connect<batch_actor>(sys, peers[p], deadline, "batch actor"));
+      endpoint shard_at = peers[p];
+      ++shard_at.port;
+      view->shards.push_back(connect<shard_actor>(sys, shard_at, deadline, "shard"));
+    }
+  } catch (...) {
+    stop_local();
+    throw;
+  }
+  view->ready.store(true, std::memory_order_release);
+  std::fprintf(stderr, "node %d: connected to %zu peers\n", id, peers.size() - 1);
+
+  if (id != 0) {
+    // Serve until node 0 says shutdown (the batch actor then quits) or node 0 disappears.
+    self->monitor(batcher);
+    self->monitor(view->batchers[0]);
+    bool clean = false;
+    self->receive([&](caf::down_msg& d) { clean = d.source == batcher.address(); });
+    if (!clean) {
+      // Node 0 ends right after our shutdown reply, so its down message may overtake our own
+      // batch actor's; give that one a moment before calling the coordinator lost.
+      self->receive([&](caf::down_msg& d) { clean = d.source == batcher.address(); },
+                    caf::after(std::chrono::seconds(2)) >> [] {});
+    }
+    stop_local();
+    if (!clean) {
+      std::fprintf(stderr, "node %d: lost the coordinator (node 0); stopping\n", id);
+      return 1;
+    }
+    std::fprintf(stderr, "node %d: stopped by the coordinator\n", id);
+    return 0;
+  }
+
+  // Node 0: wait until every batch actor reports a complete view, then train.
+  coordinator coord(self.ptr(), view->batchers, view->shards, ctx, bs.timeout);
+  for (size_t p = 0; p < peers.size(); ++p) {
+    while (true) {
+      bool ok = false;
+      wire::control ping{.h = {0, 0}, .what = wire::control_kind::epoch};
+      self->request(view->batchers[p], std::chrono::seconds(5), batch_atom_v,
+                    wire_message{static_cast<std::uint16_t>(wire::kind::control),
+                                 wire::encode(ctx, ping)})
+          .receive([&](wire_message&) { ok = true; }, [&](caf::error&) {});
+      if (ok) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        stop_local();
+        throw std::runtime_error("node " + std::to_string(p) + " never became ready");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  std::vector<std::size_t> train_sizes;
+  for (int p = 0; p < meta.num_parts; ++p)
+    train_sizes.push_back(load_partition(s.partitions, p).train.size());
+  std::vector<double> losses;
+  training_report report(meta.dataset_name + "/node-cluster", s.metrics, s.progress);
+  cluster_result result;
+  try {
+    result = drive_training(coord, s, rc, batches_per_epoch(train_sizes, s.batch_size), report,
+                            [&](std::uint64_t, double loss) { losses.push_back(loss); });
+  } catch (...) {
+    stop_local();
+    throw;
+  }
+  report.finish();
+  // Summary for scripts and the two-process test: per-step losses and the run's traffic.
+  std::printf(
+      "{\"node_summary\":true,\"replicas_identical\":%s,\"test_acc\":%.6f,\"valid_acc\":%.6f,"
+      "\"bytes\":%llu,"
+      "\"bytes_by_kind\":%s,\"rejected\":%llu,\"step_losses\":[",
+      result.replicas_identical ? "true" : "false", report.test_at_best(), report.best_valid(),
+      static_cast<unsigned long long>(result.traffic.sent.total_bytes()),
+      result.traffic.sent.bytes_json().c_str(),
+      static_cast<unsigned long long>(result.traffic.rejected));
+  for (size_t i = 0; i < losses.size(); ++i)
+    std::printf("%s%.9g", i ? "," : "", losses[i]);
+  std::printf("]}\n");
+  std::fflush(stdout);
+  for (size_t p = 1; p < peers.size(); ++p) {
+    wire::control bye{.h = {0, 0}, .what = wire::control_kind::shutdown};
+    self->request(
+            view->batchers[p], std::chrono::seconds(10), batch_atom_v,
+            wire_message{static_cast<std::uint16_t>(wire::kind::control), wire::encode(ctx, bye)})
+        .receive([](wire_message&) {},
+                 [&](caf::error& e) {
+                   std::fprintf(stderr, "node 0: shutdown of node %zu: %s\n", p,
+                                sys.render(e).c_str());
+                 });
+  }
+  stop_local();
+  return result.replicas_identical ? 0 : 1;
+}
+
+}  // namespace degnn
