@@ -138,6 +138,10 @@ eval_result coordinator::evaluate(int num_layers, std::uint64_t global_step) {
 std::vector<std::vector<float>> coordinator::parameters(std::uint64_t global_step) {
   wire::control c{.h = {global_step, 0}, .what = wire::control_kind::checkpoint};
   std::vector<wire_message> out(batchers_.size(), pack(wire::kind::control, wire::encode(ctx_, c)));
+  // The request crosses nodes like any other control message; the replies are counted by the
+  // batch actors.
+  for (size_t p = 0; p < out.size(); ++p)
+    count(static_cast<int>(p), out[p]);
   std::vector<std::vector<float>> params;
   for (const auto& m : broadcast(out, "parameters"))
     params.push_back(wire::decode_allreduce_chunk(ctx_, m.bytes).values);
