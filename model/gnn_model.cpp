@@ -33,6 +33,10 @@ gnn_model::gnn_model(const model_config& config, std::uint64_t init_seed) : conf
   }
 }
 
+std::uint64_t layer_dropout_seed(std::uint64_t dropout_seed, std::int32_t layer) {
+  return mix(dropout_seed ^ mix(static_cast<std::uint64_t>(layer) + 1));
+}
+
 Matrix gnn_model::forward(const sampled_batch& batch, const Matrix& input, bool training,
                           std::uint64_t dropout_seed) {
   const std::int32_t n = num_layers();
@@ -58,7 +62,9 @@ Matrix gnn_model::forward(const sampled_batch& batch, const Matrix& input, bool 
     if (l + 1 == n) break;
     relu_forward(out);
     if (training && config_.dropout > 0.0f)
-      dropout_forward(out, config_.dropout, mix(dropout_seed ^ mix(l + 1)), masks_[l]);
+      dropout_forward_keyed(
+          out, config_.dropout, layer_dropout_seed(dropout_seed, l),
+          std::span(batch.blocks[l].src_nodes.data(), static_cast<size_t>(out.rows())), masks_[l]);
     else
       masks_[l].resize(0, 0);
     // Inference keeps only one hidden activation alive.

@@ -67,6 +67,10 @@ class gnn_model {
   std::vector<Matrix> masks_;
 };
 
+/// Seed of the dropout mask after layer `layer` for a forward with `dropout_seed`; pipelines
+/// that compute a batch piecewise use it to drop exactly what gnn_model::forward drops.
+std::uint64_t layer_dropout_seed(std::uint64_t dropout_seed, std::int32_t layer);
+
 /// Concatenates the matrices' entries (row-major, in list order) into one vector.
 std::vector<float> flatten(std::span<const Matrix* const> mats);
 std::vector<float> flatten(std::span<Matrix* const> mats);

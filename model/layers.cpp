@@ -70,6 +70,33 @@ void dropout_forward(Matrix& x, float p, std::uint64_t seed, Matrix& mask) {
   }
 }
 
+void dropout_forward_keyed(Matrix& x, float p, std::uint64_t seed,
+                           std::span<const node_id> row_keys, Matrix& mask) {
+  if (p < 0.0f || p >= 1.0f) throw std::invalid_argument("dropout probability must be in [0, 1)");
+  if (static_cast<Eigen::Index>(row_keys.size()) != x.rows()) {
+    throw std::invalid_argument("dropout_forward_keyed: one key per row expected");
+  }
+  mask.resize(x.rows(), x.cols());
+  if (p == 0.0f) {
+    mask.setOnes();
+    return;
+  }
+  const float keep_scale = 1.0f / (1.0f - p);
+  const std::uint64_t key = splitmix64(seed);
+  const Eigen::Index rows = x.rows(), cols = x.cols();
+#pragma omp parallel for schedule(static)
+  for (Eigen::Index r = 0; r < rows; ++r) {
+    const std::uint64_t row_key =
+        splitmix64(key ^ static_cast<std::uint32_t>(row_keys[static_cast<size_t>(r)]));
+    for (Eigen::Index c = 0; c < cols; ++c) {
+      const float m =
+          unit_float(splitmix64(row_key + static_cast<std::uint64_t>(c))) < p ? 0.0f : keep_scale;
+      mask(r, c) = m;
+      x(r, c) *= m;
+    }
+  }
+}
+
 void dropout_backward(const Matrix& mask, Matrix& grad) {
   assert(mask.rows() == grad.rows() && mask.cols() == grad.cols());
   grad.array() *= mask.array();
@@ -144,12 +171,13 @@ void sage_layer::apply(const block& b, const Matrix& h_src, Matrix& out, layer_c
   if (cache) cache->h_dst = h_src.topRows(nd);
 }
 
-void sage_layer::backward(const block& b, const Matrix& grad_out, Matrix* grad_src) {
+void sage_layer::backward(const block& b, const layer_cache& cache, const Matrix& grad_out,
+                          Matrix* grad_src) {
   const std::int32_t nd = b.num_dst();
-  assert(grad_out.rows() == nd && cache_.agg.rows() == nd && cache_.h_dst.rows() == nd);
+  assert(grad_out.rows() == nd && cache.agg.rows() == nd && cache.h_dst.rows() == nd);
   // grad_out is (nd, out).
-  grad_w_self.noalias() += cache_.h_dst.transpose() * grad_out;  // (in, out)
-  grad_w_neigh.noalias() += cache_.agg.transpose() * grad_out;   // (in, out)
+  grad_w_self.noalias() += cache.h_dst.transpose() * grad_out;  // (in, out)
+  grad_w_neigh.noalias() += cache.agg.transpose() * grad_out;   // (in, out)
   grad_bias += grad_out.colwise().sum();
   if (!grad_src) return;
   const Matrix grad_agg = grad_out * w_neigh.transpose();  // (nd, in)
@@ -184,14 +212,15 @@ void gcn_layer::apply(const block& b, const Matrix& h_src, Matrix& out, layer_ca
   dense_forward(agg, weight, &bias, out);  // (nd, out)
 }
 
-void gcn_layer::backward(const block& b, const Matrix& grad_out, Matrix* grad_src) {
-  assert(grad_out.rows() == b.num_dst() && cache_.agg.rows() == b.num_dst());
+void gcn_layer::backward(const block& b, const layer_cache& cache, const Matrix& grad_out,
+                         Matrix* grad_src) {
+  assert(grad_out.rows() == b.num_dst() && cache.agg.rows() == b.num_dst());
   Matrix grad_agg;  // (nd, in)
-  dense_backward(cache_.agg, weight, grad_out, grad_weight, &grad_bias,
+  dense_backward(cache.agg, weight, grad_out, grad_weight, &grad_bias,
                  grad_src ? &grad_agg : nullptr);
   if (!grad_src) return;
   // grad_src (num_src, in), overwritten.
-  weighted_aggregate_backward(b, transpose_block(b), cache_.weights, grad_agg, *grad_src,
+  weighted_aggregate_backward(b, transpose_block(b), cache.weights, grad_agg, *grad_src,
                               /*accumulate=*/false);
 }
 

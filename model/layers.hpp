@@ -35,6 +35,10 @@ void relu_backward(const Matrix& out, Matrix& grad);
 void dropout_forward(Matrix& x, float p, std::uint64_t seed, Matrix& mask);
 /// grad (n, f) *= mask.
 void dropout_backward(const Matrix& mask, Matrix& grad);
+/// Dropout whose mask entry (r, c) is a hash of (seed, row_keys[r], c): a node's mask does not
+/// depend on where its row sits, so pipelines that order rows differently drop the same entries.
+void dropout_forward_keyed(Matrix& x, float p, std::uint64_t seed,
+                           std::span<const node_id> row_keys, Matrix& mask);
 
 /// Mean softmax cross-entropy over rows with labels[r] >= 0 (negative = unlabelled, ignored).
 /// logits (B, C); grad (B, C) is set to d loss / d logits (zero rows for unlabelled).
@@ -71,7 +75,13 @@ class gnn_layer {
   }
   /// grad_out (num_dst, out): accumulates into gradients(); when grad_src != nullptr also sets
   /// it to d loss / d h_src, (num_src, in). Needs a forward with keep_cache on the same block.
-  virtual void backward(const block& b, const Matrix& grad_out, Matrix* grad_src) = 0;
+  void backward(const block& b, const Matrix& grad_out, Matrix* grad_src) {
+    backward(b, cache_, grad_out, grad_src);
+  }
+  /// backward() with a cache the caller kept (filled by apply on the same block): lets one layer
+  /// serve several sub-graphs in flight, as a shard does for pushes from several batch owners.
+  virtual void backward(const block& b, const layer_cache& cache, const Matrix& grad_out,
+                        Matrix* grad_src) = 0;
 
   virtual std::vector<Matrix*> parameters() = 0;
   virtual std::vector<Matrix*> gradients() = 0;
@@ -93,7 +103,9 @@ class sage_layer final : public gnn_layer {
  public:
   sage_layer(std::int32_t in_dim, std::int32_t out_dim);
   void apply(const block& b, const Matrix& h_src, Matrix& out, layer_cache* cache) const override;
-  void backward(const block& b, const Matrix& grad_out, Matrix* grad_src) override;
+  using gnn_layer::backward;
+  void backward(const block& b, const layer_cache& cache, const Matrix& grad_out,
+                Matrix* grad_src) override;
   std::vector<Matrix*> parameters() override { return {&w_self, &w_neigh, &bias}; }
   std::vector<Matrix*> gradients() override { return {&grad_w_self, &grad_w_neigh, &grad_bias}; }
   void init(std::uint64_t seed) override;
@@ -109,7 +121,9 @@ class gcn_layer final : public gnn_layer {
  public:
   gcn_layer(std::int32_t in_dim, std::int32_t out_dim);
   void apply(const block& b, const Matrix& h_src, Matrix& out, layer_cache* cache) const override;
-  void backward(const block& b, const Matrix& grad_out, Matrix* grad_src) override;
+  using gnn_layer::backward;
+  void backward(const block& b, const layer_cache& cache, const Matrix& grad_out,
+                Matrix* grad_src) override;
   std::vector<Matrix*> parameters() override { return {&weight, &bias}; }
   std::vector<Matrix*> gradients() override { return {&grad_weight, &grad_bias}; }
   void init(std::uint64_t seed) override;
