@@ -5,6 +5,7 @@
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -341,6 +342,110 @@ control decode_control(const context& c, std::span<const char> b) {
     m.value = r.getValue();
     m.text = r.getText().cStr();
     for (auto v : r.getCounts()) m.counts.push_back(v);
+    return m;
+  });
+}
+
+bytes encode(const context& c, const embedding_get& m) {
+  capnp::MallocMessageBuilder mb;
+  auto r = mb.initRoot<EmbeddingGet>();
+  fill_header(r, c, m.h);
+  r.setLayer(m.layer);
+  set_ints(r.initNodes(static_cast<unsigned>(m.nodes.size())), m.nodes);
+  return to_bytes(mb);
+}
+
+embedding_get decode_embedding_get(const context& c, std::span<const char> b) {
+  return guarded("embedding_get", [&] {
+    reader rd(c, b, "embedding_get");
+    auto r = rd.root<EmbeddingGet>(c);
+    embedding_get m;
+    m.h = read_header(r);
+    m.layer = r.getLayer();
+    m.nodes = to_vector(r.getNodes());
+    check_ids(rd, m.nodes, "nodes");
+    return m;
+  });
+}
+
+namespace {
+
+// Bytes of one packed row; the same formula as model/quantizer.hpp's code_size, kept here so
+// serialization does not depend on the codec.
+std::uint64_t embedding_row_bytes(std::uint32_t cols, unsigned bits) {
+  return (static_cast<std::uint64_t>(cols) * bits + 7) / 8;
+}
+
+bool valid_embedding_bits(unsigned bits) {
+  return bits == 32 || bits == 16 || bits == 8 || bits == 4 || bits == 2;
+}
+
+}  // namespace
+
+bytes encode(const context& c, const embedding_rows& m) {
+  capnp::MallocMessageBuilder mb;
+  auto r = mb.initRoot<EmbeddingRows>();
+  fill_header(r, c, m.h);
+  r.setLayer(m.layer);
+  r.setBits(m.bits);
+  set_ints(r.initNodes(static_cast<unsigned>(m.nodes.size())), m.nodes);
+  auto versions = r.initVersions(static_cast<unsigned>(m.versions.size()));
+  for (unsigned i = 0; i < m.versions.size(); ++i)
+    versions.set(i, m.versions[i]);
+  r.setCols(m.cols);
+  auto payload = r.initPayload(static_cast<unsigned>(m.payload.size()));
+  if (!m.payload.empty()) std::memcpy(payload.begin(), m.payload.data(), m.payload.size());
+  auto mins = r.initRowMin(static_cast<unsigned>(m.row_min.size()));
+  for (unsigned i = 0; i < m.row_min.size(); ++i)
+    mins.set(i, m.row_min[i]);
+  auto scales = r.initRowScale(static_cast<unsigned>(m.row_scale.size()));
+  for (unsigned i = 0; i < m.row_scale.size(); ++i)
+    scales.set(i, m.row_scale[i]);
+  return to_bytes(mb);
+}
+
+embedding_rows decode_embedding_rows(const context& c, std::span<const char> b) {
+  return guarded("embedding_rows", [&] {
+    reader rd(c, b, "embedding_rows");
+    auto r = rd.root<EmbeddingRows>(c);
+    embedding_rows m;
+    m.h = read_header(r);
+    m.layer = r.getLayer();
+    m.bits = r.getBits();
+    if (!valid_embedding_bits(m.bits))
+      rd.fail("bits " + std::to_string(m.bits) + " is not one of 32, 16, 8, 4, 2");
+    m.nodes = to_vector(r.getNodes());
+    check_ids(rd, m.nodes, "nodes");
+    const std::size_t n = m.nodes.size();
+    for (auto v : r.getVersions())
+      m.versions.push_back(v);
+    if (m.versions.size() != n) {
+      rd.fail(std::to_string(m.versions.size()) + " versions for " + std::to_string(n) + " rows");
+    }
+    m.cols = r.getCols();
+    auto payload = r.getPayload();
+    const std::uint64_t expected = n * embedding_row_bytes(m.cols, m.bits);
+    if (payload.size() != expected) {
+      rd.fail(std::to_string(n) + " rows of " + std::to_string(m.cols) + " values at " +
+              std::to_string(m.bits) + " bits need " + std::to_string(expected) +
+              " payload bytes, not " + std::to_string(payload.size()));
+    }
+    m.payload.assign(payload.begin(), payload.end());
+    for (auto v : r.getRowMin())
+      m.row_min.push_back(v);
+    for (auto v : r.getRowScale())
+      m.row_scale.push_back(v);
+    const bool params_optional = m.bits == 32 && m.row_min.empty() && m.row_scale.empty();
+    if (!params_optional && (m.row_min.size() != n || m.row_scale.size() != n)) {
+      rd.fail(std::to_string(m.row_min.size()) + " row mins and " +
+              std::to_string(m.row_scale.size()) + " row scales for " + std::to_string(n) +
+              " rows");
+    }
+    // A non-finite or negative parameter would decode to garbage rows that poison training.
+    for (std::size_t i = 0; i < m.row_min.size(); ++i) {
+      if (!std::isfinite(m.row_min[i]) || !std::isfinite(m.row_scale[i]) || m.row_scale[i] < 0)
+        rd.fail("row " + std::to_string(i) + " has a non-finite min or an invalid scale");
+    }
     return m;
   });
 }

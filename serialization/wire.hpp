@@ -99,6 +99,28 @@ struct control {
   std::vector<std::uint64_t> counts;
 };
 
+/// Read of historical embeddings at one layer (kind embedding_get).
+struct embedding_get {
+  header h;
+  std::uint8_t layer = 0;
+  std::vector<node_id> nodes;
+};
+
+/// Historical embedding rows (kind embedding_rows): the answer to embedding_get, and the body of
+/// put / refresh. payload holds nodes.size() rows of ceil(cols * bits / 8) bytes each, in the
+/// layout of model/quantizer.hpp (raw float32 when bits == 32); row_min / row_scale hold one
+/// float per row (empty allowed when bits == 32); versions[i] is the step row i was computed at.
+struct embedding_rows {
+  header h;
+  std::uint8_t layer = 0;
+  std::uint8_t bits = 32;
+  std::vector<node_id> nodes;
+  std::vector<std::uint64_t> versions;
+  std::uint32_t cols = 0;
+  std::vector<std::uint8_t> payload;
+  std::vector<float> row_min, row_scale;
+};
+
 using bytes = std::vector<char>;
 
 bytes encode(const context& c, const sample_request& m);
@@ -107,6 +129,8 @@ bytes encode(const context& c, const row_request& m, kind k /*feature_request or
 bytes encode(const context& c, const row_block& m, kind k /*feature_response or halo_response*/);
 bytes encode(const context& c, const allreduce_chunk& m);
 bytes encode(const context& c, const control& m);
+bytes encode(const context& c, const embedding_get& m);
+bytes encode(const context& c, const embedding_rows& m);
 
 sample_request decode_sample_request(const context& c, std::span<const char> b);
 sample_response decode_sample_response(const context& c, std::span<const char> b);
@@ -114,5 +138,7 @@ row_request decode_row_request(const context& c, std::span<const char> b);
 row_block decode_row_block(const context& c, std::span<const char> b);
 allreduce_chunk decode_allreduce_chunk(const context& c, std::span<const char> b);
 control decode_control(const context& c, std::span<const char> b);
+embedding_get decode_embedding_get(const context& c, std::span<const char> b);
+embedding_rows decode_embedding_rows(const context& c, std::span<const char> b);
 
 }  // namespace degnn::wire

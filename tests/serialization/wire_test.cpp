@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <limits>
 #include <random>
 
 using namespace degnn;
@@ -150,5 +152,158 @@ TEST(Wire, NeverCrashesOnRandomlyCorruptedBuffers) {
     }
   }
   std::printf("rejected %d of 20000 corrupted buffers\n", rejected);
+  EXPECT_GT(rejected, 0);
+}
+
+namespace {
+// Three rows of 5 values at 4 bits: ceil(5 * 4 / 8) = 3 bytes per row.
+embedding_rows some_embedding_rows() {
+  embedding_rows m;
+  m.h = {.step = 12, .sender = 3};
+  m.layer = 1;
+  m.bits = 4;
+  m.nodes = {4, 9, 100};
+  m.versions = {10, 11, 12};
+  m.cols = 5;
+  m.payload = {0x10, 0x32, 0x04, 0xff, 0xff, 0x0f, 0x00, 0x00, 0x00};
+  m.row_min = {-1.f, 0.f, 2.5f};
+  m.row_scale = {0.1f, 0.f, 1e-3f};
+  return m;
+}
+}  // namespace
+
+TEST(WireEmbeddings, RoundTripAGetAndQuantizedAndRawRows) {
+  const embedding_get g{.h = {.step = 5, .sender = 2}, .layer = 2, .nodes = {0, 8, 3}};
+  const auto dg = decode_embedding_get(ctx, encode(ctx, g));
+  EXPECT_EQ(dg.h.step, 5u);
+  EXPECT_EQ(dg.h.sender, 2);
+  EXPECT_EQ(dg.layer, 2);
+  EXPECT_EQ(dg.nodes, g.nodes);
+
+  const auto m = some_embedding_rows();
+  const auto d = decode_embedding_rows(ctx, encode(ctx, m));
+  EXPECT_EQ(d.h.step, 12u);
+  EXPECT_EQ(d.h.sender, 3);
+  EXPECT_EQ(d.layer, 1);
+  EXPECT_EQ(d.bits, 4);
+  EXPECT_EQ(d.nodes, m.nodes);
+  EXPECT_EQ(d.versions, m.versions);
+  EXPECT_EQ(d.cols, 5u);
+  EXPECT_EQ(d.payload, m.payload);
+  EXPECT_EQ(d.row_min, m.row_min);
+  EXPECT_EQ(d.row_scale, m.row_scale);
+
+  // 32 bits: raw float32 rows, no per-row parameters.
+  embedding_rows raw{
+      .h = {}, .layer = 0, .bits = 32, .nodes = {1, 2}, .versions = {7, 7}, .cols = 3};
+  const float values[6] = {1.f, -2.f, 3.5f, 0.f, 1e-20f, -0.f};
+  raw.payload.resize(sizeof values);
+  std::memcpy(raw.payload.data(), values, sizeof values);
+  const auto dr = decode_embedding_rows(ctx, encode(ctx, raw));
+  EXPECT_EQ(dr.payload, raw.payload);
+  EXPECT_TRUE(dr.row_min.empty() && dr.row_scale.empty());
+
+  // Every width, odd column count: payload sizes follow ceil(cols * bits / 8) per row.
+  for (const int bits : {32, 16, 8, 4, 2}) {
+    embedding_rows e{.h = {},
+                     .layer = 0,
+                     .bits = static_cast<std::uint8_t>(bits),
+                     .nodes = {1, 2, 3},
+                     .versions = {1, 2, 3},
+                     .cols = 7};
+    e.payload.assign(3 * ((7 * bits + 7) / 8), 0xab);
+    e.row_min.assign(3, 0.f);
+    e.row_scale.assign(3, 1.f);
+    EXPECT_EQ(decode_embedding_rows(ctx, encode(ctx, e)).payload, e.payload) << "bits " << bits;
+  }
+  // An empty answer is valid.
+  embedding_rows none{.h = {}, .layer = 0, .bits = 8};
+  EXPECT_TRUE(decode_embedding_rows(ctx, encode(ctx, none)).nodes.empty());
+}
+
+TEST(WireEmbeddings, RejectsInconsistentRows) {
+  const auto rejects = [](const embedding_rows& m, const char* why) {
+    try {
+      decode_embedding_rows(ctx, encode(ctx, m));
+      ADD_FAILURE() << "accepted: " << why;
+    } catch (const wire_error& e) {
+      EXPECT_NE(std::string(e.what()).find("embedding_rows"), std::string::npos) << e.what();
+    }
+  };
+  for (const int bits : {0, 1, 3, 7, 12, 64, 255}) {
+    auto m = some_embedding_rows();
+    m.bits = static_cast<std::uint8_t>(bits);
+    rejects(m, "bad bit width");
+  }
+  auto m = some_embedding_rows();
+  m.versions.pop_back();
+  rejects(m, "a version short");
+  m = some_embedding_rows();
+  m.payload.pop_back();
+  rejects(m, "payload a byte short");
+  m = some_embedding_rows();
+  m.payload.push_back(0);
+  rejects(m, "payload a byte long");
+  m = some_embedding_rows();
+  m.cols = 6;  // 6 values at 4 bits still fit 3 bytes per row; 7 need 4
+  EXPECT_NO_THROW(decode_embedding_rows(ctx, encode(ctx, m)));
+  m.cols = 7;
+  rejects(m, "cols that need 4 bytes per row");
+  m = some_embedding_rows();
+  m.nodes[1] = -4;
+  rejects(m, "negative node id");
+  m = some_embedding_rows();
+  m.row_min.pop_back();
+  rejects(m, "a row min short");
+  m = some_embedding_rows();
+  m.row_scale.clear();
+  rejects(m, "no scales at 4 bits");
+  m = some_embedding_rows();
+  m.row_scale[2] = -1.f;
+  rejects(m, "negative scale");
+  m = some_embedding_rows();
+  m.row_min[0] = std::numeric_limits<float>::quiet_NaN();
+  rejects(m, "NaN min");
+  m = some_embedding_rows();
+  m.bits = 32;  // 3 rows of 5 floats need 60 bytes
+  rejects(m, "raw rows with a quantized payload");
+
+  embedding_get g{.h = {}, .layer = 0, .nodes = {1, -2}};
+  EXPECT_THROW(decode_embedding_get(ctx, encode(ctx, g)), wire_error);
+  EXPECT_THROW(decode_embedding_get(context{.cluster_id = 78}, encode(ctx, g)), wire_error);
+  const auto b = encode(ctx, some_embedding_rows());
+  for (size_t n = 0; n < b.size(); ++n) {
+    EXPECT_THROW(decode_embedding_rows(ctx, std::span(b.data(), n)), wire_error) << "length " << n;
+  }
+}
+
+TEST(WireEmbeddings, NeverCrashesOnRandomlyCorruptedRows) {
+  // The bounded fuzz loop of NeverCrashesOnRandomlyCorruptedBuffers, on an embedding_rows buffer:
+  // every outcome is a wire_error or a message that meets all the decoder's promises.
+  std::mt19937 rng(4321);
+  const auto base = encode(ctx, some_embedding_rows());
+  int rejected = 0;
+  for (int iter = 0; iter < 20000; ++iter) {
+    auto b = base;
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips; ++f)
+      b[rng() % b.size()] = static_cast<char>(rng());
+    try {
+      const auto m = decode_embedding_rows(ctx, b);
+      const size_t n = m.nodes.size();
+      EXPECT_TRUE(m.bits == 32 || m.bits == 16 || m.bits == 8 || m.bits == 4 || m.bits == 2);
+      EXPECT_EQ(m.versions.size(), n);
+      EXPECT_EQ(m.payload.size(), n * ((static_cast<size_t>(m.cols) * m.bits + 7) / 8));
+      if (!(m.bits == 32 && m.row_min.empty())) {
+        EXPECT_EQ(m.row_min.size(), n);
+        EXPECT_EQ(m.row_scale.size(), n);
+      }
+      for (auto v : m.nodes)
+        EXPECT_GE(v, 0);
+    } catch (const wire_error&) {
+      ++rejected;
+    }
+  }
+  std::printf("rejected %d of 20000 corrupted embedding_rows buffers\n", rejected);
   EXPECT_GT(rejected, 0);
 }
