@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "actors/batch_internal.hpp"
 #include "actors/gather.hpp"
 #include "model/block_builder.hpp"
 #include "model/sampler.hpp"
@@ -13,26 +14,7 @@ namespace degnn {
 
 namespace {
 
-using self_ptr = batch_actor::stateful_pointer<batch_state>;
-using promise = caf::typed_response_promise<wire_message>;
-using shard_request = wire_request<shard_actor, shard_atom>;
-using batch_request = wire_request<batch_actor, batch_atom>;
-
-constexpr int kCoordinatorPart = 0;
-
-wire_message pack(wire::kind k, wire::bytes b) {
-  return {static_cast<std::uint16_t>(k), std::move(b)};
-}
-
-caf::error as_error(const batch_state& st, const std::string& what) {
-  return caf::make_error(caf::sec::runtime_error,
-                         "batch actor " + std::to_string(st.part->part) + ": " + what);
-}
-
-// Counts a message this actor sends, when it leaves the node.
-void count(batch_state& st, int to_part, const wire_message& m) {
-  if (to_part != st.part->part) st.sent.add(static_cast<wire::kind>(m.kind), m.bytes.size());
-}
+using namespace batch_detail;
 
 // One mini-batch in flight: blocks fill in from the seeds outwards, one hop per round trip.
 struct step_job {
@@ -424,9 +406,9 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
           switch (static_cast<wire::kind>(m.kind)) {
             case wire::kind::control: {
               const auto c = wire::decode_control(st.ctx, m.bytes);
-              const bool needs_peers = c.what == wire::control_kind::step ||
-                                       c.what == wire::control_kind::evaluate ||
-                                       c.what == wire::control_kind::epoch;
+              const bool needs_peers =
+                  c.what == wire::control_kind::step || c.what == wire::control_kind::evaluate ||
+                  c.what == wire::control_kind::refresh || c.what == wire::control_kind::epoch;
               if (needs_peers && !st.view->ready.load(std::memory_order_acquire)) {
                 return as_error(st, "not connected to every peer yet");
               }
@@ -444,7 +426,19 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
                   return msg;
                 }
                 case wire::control_kind::step:
-                  return start_step(self, c);
+                  return st.settings.decentralized ? start_decentralized_step(self, c)
+                                                   : start_step(self, c);
+                case wire::control_kind::gradient: {
+                  wire::allreduce_chunk out{.h = {c.h.step, st.part->part},
+                                            .values = st.replica->gradient()};
+                  auto msg = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
+                  count(st, kCoordinatorPart, msg);
+                  return msg;
+                }
+                case wire::control_kind::refresh:
+                  return refresh_halo(self, c);
+                case wire::control_kind::init_history:
+                  return init_history(st, c);
                 case wire::control_kind::evaluate:
                   return start_eval_layer(self, c);
                 case wire::control_kind::result:
@@ -468,6 +462,8 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
                                        std::to_string(st.replica->parameters().size()));
               }
               st.replica->apply_gradient(avg.values);
+              // A decentralized step accumulates from pushes of several owners: start from zero.
+              if (st.settings.decentralized) st.replica->model().zero_grad();
               wire::control out{.h = {avg.h.step, st.part->part},
                                 .what = wire::control_kind::result};
               auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));
@@ -476,6 +472,12 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
             }
             case wire::kind::halo_request:
               return serve_halo(st, m);
+            case wire::kind::computation_push:
+              return serve_push(st, m);
+            case wire::kind::gradient_return:
+              return serve_gradient_return(st, m);
+            case wire::kind::embedding_get:
+              return serve_embedding_get(st, m);
             default:
               throw wire::wire_error(std::string("cannot serve a ") +
                                      wire::kind_name(static_cast<wire::kind>(m.kind)) + " message");

@@ -6,10 +6,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "model/local_cg.hpp"
 #include "model/partition_book.hpp"
 #include "model/partition_store.hpp"
 #include "model/replica.hpp"
@@ -18,10 +20,21 @@
 namespace degnn {
 
 struct batch_settings {
+  bool decentralized = false;        ///< computation push (DEGNN) instead of pulling (DistDGL)
   std::vector<int> fanouts{10, 25};  ///< seed-first
   std::int32_t batch_size = 1024;
   std::uint64_t seed = 1;                    ///< sampling, batching and dropout
   std::chrono::milliseconds timeout{60000};  ///< every request's limit
+  int history_bits = 8;                      ///< 32 (off), 16, 8, 4 or 2 bits per historical value
+  bool stochastic_rounding = false;
+};
+
+/// What a shard keeps of a computation push until its gradient returns.
+struct pending_push {
+  local_cg cg;
+  local_cg_state state;
+  std::vector<std::int32_t> counts;        ///< per target: its neighbours here
+  std::vector<std::int32_t> neighbor_row;  ///< per listed neighbour: its row among cg.targets
 };
 
 /// Where the batch actor's peers are. Index = partition id; the entry of its own part is unused.
@@ -50,6 +63,12 @@ struct batch_state {
   std::vector<std::int32_t> scratch;  ///< global id -> local block index, -1 between uses
   std::vector<std::int32_t> degree;   ///< in-degree of nodes met in the current step
   std::vector<Matrix> eval_h;         ///< eval_h[l]: h^(l) of the owned nodes, l >= 1
+  // -- decentralized pipeline --
+  std::vector<Matrix> history;  ///< history[l]: last computed h^(l) of owned nodes
+  std::vector<std::vector<std::uint64_t>> history_version;  ///< step each row was computed at
+  std::vector<Matrix> halo_rows;      ///< halo_rows[l]: cached rows of part->halo at level l
+  bool halo_features_loaded = false;  ///< level 0 (features) is pulled once: it never changes
+  std::map<std::pair<std::uint64_t, std::int32_t>, pending_push> pending;  ///< by (step, sender)
 };
 
 /// Spawn with `sys.spawn(batch_behavior, part, book, view, replica_config, settings, ctx)`.

@@ -93,6 +93,21 @@ step_result coordinator::step(std::uint32_t epoch, std::uint64_t index, std::uin
   }
   // Each worker's gradient is of its mean loss; the average over workers is what DistDGL's
   // synchronous data parallelism applies.
+  apply_average(std::move(sum), contributors, global_step);
+  return r;
+}
+
+std::vector<wire_message> coordinator::broadcast_control(const wire::control& c, const char* what) {
+  std::vector<wire_message> out;
+  for (size_t p = 0; p < batchers_.size(); ++p) {
+    out.push_back(pack(wire::kind::control, wire::encode(ctx_, c)));
+    count(static_cast<int>(p), out.back());
+  }
+  return broadcast(out, what);
+}
+
+void coordinator::apply_average(std::vector<float> sum, int contributors,
+                                std::uint64_t global_step) {
   if (contributors > 1) {
     const float inv = 1.0f / static_cast<float>(contributors);
     for (auto& v : sum)
@@ -101,13 +116,50 @@ step_result coordinator::step(std::uint32_t epoch, std::uint64_t index, std::uin
   wire::allreduce_chunk avg{
       .h = {global_step, 0}, .round = 1, .offset = 0, .values = std::move(sum)};
   const auto encoded = wire::encode(ctx_, avg);
-  out.clear();
+  std::vector<wire_message> out;
   for (size_t p = 0; p < batchers_.size(); ++p) {
     out.push_back(pack(wire::kind::allreduce_chunk, encoded));
     count(static_cast<int>(p), out.back());
   }
   broadcast(out, "apply gradient");
+}
+
+step_result coordinator::step_decentralized(std::uint32_t epoch, std::uint64_t index,
+                                            std::uint64_t global_step, bool refresh) {
+  if (refresh)
+    broadcast_control({.h = {global_step, 0}, .what = wire::control_kind::refresh}, "halo refresh");
+  step_result r;
+  int contributors = 0;
+  for (const auto& m : broadcast_control({.h = {global_step, 0},
+                       .what = wire::control_kind::step,
+                       .epoch = epoch,
+                       .value = static_cast<double>(index)},
+                                         "step")) {
+    const auto stats = wire::decode_allreduce_chunk(ctx_, m.bytes);
+    r.loss_sum += stats.loss;
+    r.seeds += stats.seeds;
+    r.correct += stats.correct;
+    contributors += stats.seeds > 0;
+  }
+  // Every worker's gradient now holds its own batch and the pushes it served for the others.
+  std::vector<float> sum;
+  for (const auto& m : broadcast_control(
+           {.h = {global_step, 0}, .what = wire::control_kind::gradient}, "gradient")) {
+    const auto g = wire::decode_allreduce_chunk(ctx_, m.bytes);
+    if (sum.empty()) sum.assign(g.values.size(), 0.0f);
+    if (g.values.size() != sum.size())
+      throw std::runtime_error("gradient: replicas of different sizes");
+    for (size_t i = 0; i < sum.size(); ++i)
+      sum[i] += g.values[i];
+  }
+  apply_average(std::move(sum), contributors, global_step);
   return r;
+}
+
+void coordinator::init_history(int num_layers, std::uint64_t global_step) {
+  evaluate(num_layers, global_step);
+  broadcast_control({.h = {global_step, 0}, .what = wire::control_kind::init_history},
+                    "init history");
 }
 
 eval_result coordinator::evaluate(int num_layers, std::uint64_t global_step) {

@@ -42,6 +42,16 @@ class coordinator {
   /// average. Throws std::runtime_error naming the actor when any request fails or times out.
   step_result step(std::uint32_t epoch, std::uint64_t index, std::uint64_t global_step);
 
+  /// One decentralized step: when `refresh`, every worker first pulls its halo's historical
+  /// embeddings; then every worker runs its batch (pushing computation to the owners of its
+  /// seeds' neighbours), then the gradients every worker accumulated (its own batch and the pushes
+  /// it served) are averaged over the workers that had seeds and applied everywhere.
+  step_result step_decentralized(std::uint32_t epoch, std::uint64_t index,
+                                 std::uint64_t global_step, bool refresh);
+
+  /// Initialises the decentralized pipeline's history with one exact inference pass.
+  void init_history(int num_layers, std::uint64_t global_step);
+
   /// Exact layer-wise full-neighbour inference over all partitions; accuracy counts per split.
   eval_result evaluate(int num_layers, std::uint64_t global_step);
 
@@ -54,6 +64,10 @@ class coordinator {
  private:
   std::vector<wire_message> broadcast(const std::vector<wire_message>& per_batcher,
                                       const char* what);
+  /// Sends the same control message to every batch actor (counted) and returns the replies.
+  std::vector<wire_message> broadcast_control(const wire::control& c, const char* what);
+  /// Averages the summed gradients over the contributors and has every replica apply it.
+  void apply_average(std::vector<float> sum, int contributors, std::uint64_t global_step);
   void count(int part, const wire_message& m);
 
   caf::blocking_actor* self_;

@@ -19,9 +19,29 @@ std::uint64_t cluster_id_for(const std::string& dataset_name, std::uint64_t seed
   return h;
 }
 
+batch_settings make_batch_settings(const train_settings& s) {
+  return batch_settings{.decentralized = s.pipeline == "decentralized",
+                        .fanouts = s.fanouts,
+                        .batch_size = s.batch_size,
+                        .seed = s.seed,
+                        .timeout = std::chrono::milliseconds(1000LL * s.timeout_s),
+                        .history_bits = s.history_bits,
+                        .stochastic_rounding = s.stochastic_rounding};
+}
+
 cluster_result drive_training(coordinator& coord, const train_settings& s, const replica_config& rc,
                               std::uint64_t nb, training_report& report, const step_hook& on_step) {
   cluster_result result;
+  const bool decentralized = s.pipeline == "decentralized";
+  if (decentralized) {
+    // History starts exact: one layer-wise inference pass before the first step.
+    stopwatch clock;
+    const std::uint64_t before = coord.traffic().sent.total_bytes();
+    coord.init_history(rc.num_layers, 0);
+    result.init_bytes = coord.traffic().sent.total_bytes() - before;
+    std::printf("history initialised by exact inference in %.2f s (%.2f MB)\n", clock.seconds(),
+                static_cast<double>(result.init_bytes) / 1e6);
+  }
   std::uint64_t bytes_before = coord.traffic().sent.total_bytes();
   wire::traffic kinds_before = coord.traffic().sent;
   for (int epoch = 0; epoch < s.epochs; ++epoch) {
@@ -32,7 +52,10 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     std::uint64_t correct = 0;
     for (std::uint64_t i = 0; i < nb; ++i) {
       const std::uint64_t step = static_cast<std::uint64_t>(epoch) * nb + i;
-      const step_result r = coord.step(static_cast<std::uint32_t>(epoch), i, step);
+      const step_result r = decentralized ? coord.step_decentralized(
+                                                static_cast<std::uint32_t>(epoch), i, step,
+                                                step % static_cast<std::uint64_t>(s.staleness) == 0)
+                                          : coord.step(static_cast<std::uint32_t>(epoch), i, step);
       loss_sum += r.loss_sum;
       correct += r.correct;
       rec.seeds += r.seeds;
@@ -111,10 +134,7 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
   rc.in_dim = d.num_features();
   rc.num_classes = d.num_classes;
   const wire::context ctx{.cluster_id = cluster_id_for(d.name, s.seed)};
-  batch_settings bs{.fanouts = s.fanouts,
-                    .batch_size = s.batch_size,
-                    .seed = s.seed,
-                    .timeout = std::chrono::milliseconds(1000LL * s.timeout_s)};
+  const batch_settings bs = make_batch_settings(s);
 
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::degnn>();

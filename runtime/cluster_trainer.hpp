@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "actors/batch_actor.hpp"
 #include "actors/coordinator.hpp"
 #include "model/dataset.hpp"
 #include "runtime/single_trainer.hpp"
@@ -17,6 +18,7 @@ struct cluster_result {
   bool replicas_identical = true;  ///< every replica held the same parameters after every epoch
   cluster_traffic traffic;         ///< whole run, training and evaluation
   std::vector<std::uint64_t> epoch_bytes;  ///< training bytes per epoch
+  std::uint64_t init_bytes = 0;            ///< decentralized: history initialisation
 };
 
 /// Partitions d (or loads s.partitions), spawns the cluster, trains. Throws on any failure.
@@ -27,6 +29,9 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
 cluster_result drive_training(coordinator& coord, const train_settings& s, const replica_config& rc,
                               std::uint64_t batches_per_epoch, training_report& report,
                               const step_hook& on_step);
+
+/// The batch actors' settings for a training run.
+batch_settings make_batch_settings(const train_settings& s);
 
 /// A cluster id both sides of a run can compute from what they share (dataset name and seed).
 std::uint64_t cluster_id_for(const std::string& dataset_name, std::uint64_t seed);

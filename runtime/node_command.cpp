@@ -101,10 +101,7 @@ int run_node(int argc, char** argv) {
   rc.in_dim = meta.num_features;
   rc.num_classes = meta.num_classes;
   const wire::context ctx{.cluster_id = cluster_id_for(meta.dataset_name, s.seed)};
-  batch_settings bs{.fanouts = s.fanouts,
-                    .batch_size = s.batch_size,
-                    .seed = s.seed,
-                    .timeout = std::chrono::milliseconds(1000LL * s.timeout_s)};
+  const batch_settings bs = make_batch_settings(s);
 
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::degnn>();

@@ -28,6 +28,11 @@ std::vector<option_spec> train_option_specs() {
       {"resume", "", "start from this checkpoint (parameters and optimiser state)"},
       {"no-progress", "false", "no live progress line", true},
       {"timeout", "120", "seconds any request between actors may take"},
+      {"history-bits", "8",
+       "decentralized: bits per historical embedding value: 32 (off), 16, 8, 4, 2"},
+      {"staleness", "1", "decentralized: refresh the halo's historical embeddings every S steps"},
+      {"stochastic-rounding", "false", "decentralized: quantize history with stochastic rounding",
+       true},
   };
 }
 
@@ -73,9 +78,17 @@ train_settings read_train_settings(const option_set& opts) {
   s.resume = opts.str("resume");
   s.progress = !opts.flag("no-progress");
   s.timeout_s = static_cast<int>(opts.integer("timeout", 1, 86400));
-  if (s.pipeline == "decentralized") {
+  s.history_bits = static_cast<int>(opts.integer("history-bits", 2, 32));
+  if (s.history_bits != 32 && s.history_bits != 16 && s.history_bits != 8 && s.history_bits != 4 &&
+      s.history_bits != 2) {
+    throw config_error("--history-bits must be 32, 16, 8, 4 or 2, got " +
+                       std::to_string(s.history_bits));
+  }
+  s.staleness = static_cast<int>(opts.integer("staleness", 1, 1'000'000));
+  s.stochastic_rounding = opts.flag("stochastic-rounding");
+  if (s.pipeline == "decentralized" && s.model.model != "sage") {
     throw config_error(
-        "--pipeline decentralized is not built yet (it is the next issue); use centralized");
+        "--pipeline decentralized supports --model sage only (partial sums of a mean)");
   }
   return s;
 }

@@ -28,6 +28,9 @@ struct train_settings {
   std::string resume;      ///< checkpoint to start from
   bool progress = true;    ///< live progress line on a terminal
   int timeout_s = 120;     ///< limit of every request between actors
+  int history_bits = 8;    ///< decentralized: bits per historical value (32 = off)
+  int staleness = 1;       ///< decentralized: halo history is refreshed every this many steps
+  bool stochastic_rounding = false;
 };
 
 /// The options `degnn train` accepts (shared by bench train, which adds its own).

@@ -120,5 +120,8 @@ struct Control {
     checkpoint @3;
     shutdown @4;
     result @5;
+    gradient @6;
+    refresh @7;
+    initHistory @8;
   }
 }

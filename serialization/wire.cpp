@@ -253,7 +253,8 @@ bytes encode(const context& c, const row_block& m, kind) {
   const auto n = static_cast<size_t>(m.rows.size()) * sizeof(float);
   auto data = r.initValues(static_cast<unsigned>(n));
   if (n) std::memcpy(data.begin(), m.rows.data(), n);
-  if (!m.degrees.empty()) set_ints(r.initDegrees(static_cast<unsigned>(m.degrees.size())), m.degrees);
+  if (!m.degrees.empty())
+    set_ints(r.initDegrees(static_cast<unsigned>(m.degrees.size())), m.degrees);
   return to_bytes(mb);
 }
 
@@ -324,7 +325,8 @@ bytes encode(const context& c, const control& m) {
   r.setValue(m.value);
   r.setText(m.text);
   auto counts = r.initCounts(static_cast<unsigned>(m.counts.size()));
-  for (unsigned i = 0; i < m.counts.size(); ++i) counts.set(i, m.counts[i]);
+  for (unsigned i = 0; i < m.counts.size(); ++i)
+    counts.set(i, m.counts[i]);
   return to_bytes(mb);
 }
 
@@ -335,13 +337,15 @@ control decode_control(const context& c, std::span<const char> b) {
     control m;
     m.h = read_header(r);
     const auto k = static_cast<std::uint16_t>(r.getKind());
-    if (k > static_cast<std::uint16_t>(control_kind::result))
+    if (k > static_cast<std::uint16_t>(control_kind::init_history)) {
       rd.fail("unknown control kind " + std::to_string(k));
+    }
     m.what = static_cast<control_kind>(k);
     m.epoch = r.getEpoch();
     m.value = r.getValue();
     m.text = r.getText().cStr();
-    for (auto v : r.getCounts()) m.counts.push_back(v);
+    for (auto v : r.getCounts())
+      m.counts.push_back(v);
     return m;
   });
 }
@@ -446,6 +450,107 @@ embedding_rows decode_embedding_rows(const context& c, std::span<const char> b) 
       if (!std::isfinite(m.row_min[i]) || !std::isfinite(m.row_scale[i]) || m.row_scale[i] < 0)
         rd.fail("row " + std::to_string(i) + " has a non-finite min or an invalid scale");
     }
+    return m;
+  });
+}
+
+namespace {
+
+// Float matrices travel as rows, cols and a float32 Data blob.
+template <class Builder>
+void put_matrix(Builder r, const Matrix& m, capnp::Data::Builder (Builder::*init)(unsigned)) {
+  r.setRows(static_cast<std::uint32_t>(m.rows()));
+  r.setCols(static_cast<std::uint32_t>(m.cols()));
+  const auto n = static_cast<size_t>(m.size()) * sizeof(float);
+  auto data = (r.*init)(static_cast<unsigned>(n));
+  if (n) std::memcpy(data.begin(), m.data(), n);
+}
+
+Matrix get_matrix(const reader& rd, std::uint64_t rows, std::uint64_t cols,
+                  capnp::Data::Reader data) {
+  if (rows * cols * sizeof(float) != data.size()) {
+    rd.fail(std::to_string(rows) + " x " + std::to_string(cols) + " floats do not match " +
+            std::to_string(data.size()) + " payload bytes");
+  }
+  Matrix m(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+  if (data.size()) std::memcpy(m.data(), data.begin(), data.size());
+  return m;
+}
+
+}  // namespace
+
+bytes encode(const context& c, const computation_push& m) {
+  capnp::MallocMessageBuilder mb;
+  auto r = mb.initRoot<ComputationPush>();
+  fill_header(r, c, m.h);
+  r.setLayer(m.layer);
+  set_ints(r.initTargets(static_cast<unsigned>(m.targets.size())), m.targets);
+  set_ints(r.initCounts(static_cast<unsigned>(m.counts.size())), m.counts);
+  set_ints(r.initNeighbors(static_cast<unsigned>(m.neighbors.size())), m.neighbors);
+  return to_bytes(mb);
+}
+
+computation_push decode_computation_push(const context& c, std::span<const char> b) {
+  return guarded("computation_push", [&] {
+    reader rd(c, b, "computation_push");
+    auto r = rd.root<ComputationPush>(c);
+    computation_push m;
+    m.h = read_header(r);
+    m.layer = r.getLayer();
+    m.targets = to_vector(r.getTargets());
+    m.counts = to_vector(r.getCounts());
+    m.neighbors = to_vector(r.getNeighbors());
+    if (m.counts.size() != m.targets.size()) rd.fail("targets and counts differ in length");
+    std::int64_t total = 0;
+    for (auto n : m.counts) {
+      if (n < 0) rd.fail("negative neighbour count");
+      total += n;
+    }
+    if (total != static_cast<std::int64_t>(m.neighbors.size()))
+      rd.fail("counts do not add up to the neighbours");
+    check_ids(rd, m.targets, "targets");
+    check_ids(rd, m.neighbors, "neighbors");
+    return m;
+  });
+}
+
+bytes encode(const context& c, const partial_aggregate& m) {
+  capnp::MallocMessageBuilder mb;
+  auto r = mb.initRoot<PartialAggregate>();
+  fill_header(r, c, m.h);
+  put_matrix(r, m.sums, &PartialAggregate::Builder::initSums);
+  set_ints(r.initCounts(static_cast<unsigned>(m.counts.size())), m.counts);
+  return to_bytes(mb);
+}
+
+partial_aggregate decode_partial_aggregate(const context& c, std::span<const char> b) {
+  return guarded("partial_aggregate", [&] {
+    reader rd(c, b, "partial_aggregate");
+    auto r = rd.root<PartialAggregate>(c);
+    partial_aggregate m;
+    m.h = read_header(r);
+    m.sums = get_matrix(rd, r.getRows(), r.getCols(), r.getSums());
+    m.counts = to_vector(r.getCounts());
+    if (m.counts.size() != static_cast<size_t>(m.sums.rows())) rd.fail("counts and rows differ");
+    return m;
+  });
+}
+
+bytes encode(const context& c, const gradient_return& m) {
+  capnp::MallocMessageBuilder mb;
+  auto r = mb.initRoot<GradientReturn>();
+  fill_header(r, c, m.h);
+  put_matrix(r, m.grads, &GradientReturn::Builder::initGrads);
+  return to_bytes(mb);
+}
+
+gradient_return decode_gradient_return(const context& c, std::span<const char> b) {
+  return guarded("gradient_return", [&] {
+    reader rd(c, b, "gradient_return");
+    auto r = rd.root<GradientReturn>(c);
+    gradient_return m;
+    m.h = read_header(r);
+    m.grads = get_matrix(rd, r.getRows(), r.getCols(), r.getGrads());
     return m;
   });
 }

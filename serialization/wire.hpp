@@ -89,7 +89,17 @@ struct allreduce_chunk {
   std::uint32_t correct = 0;
 };
 
-enum class control_kind : std::uint16_t { step, epoch, evaluate, checkpoint, shutdown, result };
+enum class control_kind : std::uint16_t {
+  step,
+  epoch,
+  evaluate,
+  checkpoint,
+  shutdown,
+  result,
+  gradient,      ///< decentralized: send the gradient accumulated over the step
+  refresh,       ///< decentralized: pull the halo's historical embeddings
+  init_history,  ///< decentralized: seed the history from the last evaluation
+};
 struct control {
   header h;
   control_kind what = control_kind::step;
@@ -121,6 +131,27 @@ struct embedding_rows {
   std::vector<float> row_min, row_scale;
 };
 
+/// Decentralized pipeline: the owner's seeds (targets) and, per target, its sampled neighbours
+/// owned by the receiver, which returns one partial neighbour sum per target.
+struct computation_push {
+  header h;
+  std::uint8_t layer = 0;  ///< level of the neighbours (their h^(layer) is summed)
+  std::vector<node_id> targets;
+  std::vector<std::int32_t> counts;  ///< per target
+  std::vector<node_id> neighbors;    ///< concatenated
+};
+
+struct partial_aggregate {
+  header h;
+  Matrix sums;                       ///< (targets, width): sum of the neighbours' rows here
+  std::vector<std::int32_t> counts;  ///< per target: neighbours summed
+};
+
+struct gradient_return {
+  header h;
+  Matrix grads;  ///< (targets, width): d loss / d partial sum
+};
+
 using bytes = std::vector<char>;
 
 bytes encode(const context& c, const sample_request& m);
@@ -138,6 +169,12 @@ row_request decode_row_request(const context& c, std::span<const char> b);
 row_block decode_row_block(const context& c, std::span<const char> b);
 allreduce_chunk decode_allreduce_chunk(const context& c, std::span<const char> b);
 control decode_control(const context& c, std::span<const char> b);
+bytes encode(const context& c, const computation_push& m);
+bytes encode(const context& c, const partial_aggregate& m);
+bytes encode(const context& c, const gradient_return& m);
+computation_push decode_computation_push(const context& c, std::span<const char> b);
+partial_aggregate decode_partial_aggregate(const context& c, std::span<const char> b);
+gradient_return decode_gradient_return(const context& c, std::span<const char> b);
 embedding_get decode_embedding_get(const context& c, std::span<const char> b);
 embedding_rows decode_embedding_rows(const context& c, std::span<const char> b);
 

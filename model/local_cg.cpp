@@ -1,0 +1,193 @@
+// Local expansion, forward and backward of locality-aware computation graphs, and the batch
+// owner's top layer over partial neighbour sums.
+#include "model/local_cg.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "model/block_builder.hpp"
+#include "model/sampler.hpp"
+
+namespace degnn {
+
+local_cg expand_local(const graph_partition& part, const partition_book& book,
+                      std::span<const node_id> targets, int top_level, std::span<const int> fanouts,
+                      std::uint64_t seed, std::uint64_t step, std::vector<std::int32_t>& scratch) {
+  const int num_levels = static_cast<int>(fanouts.size());
+  if (top_level < 0 || top_level >= num_levels) {
+    throw std::invalid_argument("expand_local: top level " + std::to_string(top_level) +
+                                " outside [0, " + std::to_string(num_levels) + ")");
+  }
+  local_cg cg;
+  cg.top_level = top_level;
+  cg.targets.assign(targets.begin(), targets.end());
+  for (node_id g : targets) {
+    if (g < 0 || g >= book.num_nodes() || book.owner(g) != part.part) {
+      throw std::invalid_argument("expand_local: node " + std::to_string(g) +
+                                  " is not owned by partition " + std::to_string(part.part));
+    }
+    cg.target_local.push_back(book.local_id(g));
+  }
+  cg.blocks.resize(static_cast<size_t>(top_level));
+  cg.src_from.resize(static_cast<size_t>(top_level));
+  cg.remote_leaves.resize(static_cast<size_t>(top_level));
+  std::vector<node_id> dst(targets.begin(), targets.end());
+  std::vector<std::int32_t> counts;
+  std::vector<node_id> picks;
+  for (int k = top_level - 1; k >= 0; --k) {
+    const int hop = num_levels - (k + 1);
+    const int fanout = fanouts[static_cast<size_t>(hop)];
+    counts.assign(dst.size(), 0);
+    picks.clear();
+    for (size_t i = 0; i < dst.size(); ++i) {
+      const auto row = part.in_neighbors_global(book.local_id(dst[i]));
+      const size_t at = picks.size();
+      picks.resize(at + row.size());
+      row_rng rng(row_seed(seed, step, static_cast<std::uint64_t>(hop), dst[i]));
+      counts[i] = pick_uniform(row, fanout, rng, picks.data() + at);
+      picks.resize(at + static_cast<size_t>(counts[i]));
+    }
+    block b = assemble_block(dst, counts, picks, scratch);
+    auto& from = cg.src_from[static_cast<size_t>(k)];
+    auto& leaves = cg.remote_leaves[static_cast<size_t>(k)];
+    from.resize(b.src_nodes.size());
+    b.src_degree.resize(b.src_nodes.size());
+    std::vector<node_id> next;
+    for (size_t i = 0; i < b.src_nodes.size(); ++i) {
+      const node_id g = b.src_nodes[i];
+      if (book.owner(g) == part.part) {
+        const node_id l = book.local_id(g);
+        b.src_degree[i] = static_cast<std::int32_t>(part.indptr[l + 1] - part.indptr[l]);
+        if (k > 0) {
+          from[i] = static_cast<std::int32_t>(next.size());
+          next.push_back(g);
+        } else {
+          from[i] = l;
+        }
+      } else {
+        b.src_degree[i] = 0;  // unknown here; GraphSAGE does not use it
+        from[i] = -1 - static_cast<std::int32_t>(leaves.size());
+        leaves.push_back(g);
+      }
+    }
+    cg.blocks[static_cast<size_t>(k)] = std::move(b);
+    dst = std::move(next);
+  }
+  return cg;
+}
+
+Matrix forward_local_cg(const gnn_model& model, const local_cg& cg, const Matrix& local_features,
+                        const std::vector<Matrix>& leaves, bool training,
+                        std::uint64_t dropout_seed, local_cg_state& state,
+                        std::vector<Matrix>* pre_dropout) {
+  const int top = cg.top_level;
+  const float p = model.config().dropout;
+  if (top == 0) {
+    // Level 0 is the input: the targets' own feature rows, nothing to compute.
+    Matrix rows(static_cast<Eigen::Index>(cg.targets.size()), local_features.cols());
+    for (size_t i = 0; i < cg.target_local.size(); ++i)
+      rows.row(static_cast<Eigen::Index>(i)) = local_features.row(cg.target_local[i]);
+    return rows;
+  }
+  state.outputs.assign(static_cast<size_t>(top), Matrix());
+  state.masks.assign(static_cast<size_t>(top), Matrix());
+  state.caches.assign(static_cast<size_t>(top), layer_cache());
+  if (pre_dropout) pre_dropout->assign(static_cast<size_t>(top), Matrix());
+  for (int k = 0; k < top; ++k) {
+    const block& b = cg.blocks[static_cast<size_t>(k)];
+    const auto& from = cg.src_from[static_cast<size_t>(k)];
+    const Matrix& below = k == 0 ? local_features : state.outputs[static_cast<size_t>(k - 1)];
+    Matrix leaf_rows;
+    if (!cg.remote_leaves[static_cast<size_t>(k)].empty()) {
+      leaf_rows = leaves.at(static_cast<size_t>(k));
+      if (leaf_rows.rows() !=
+          static_cast<Eigen::Index>(cg.remote_leaves[static_cast<size_t>(k)].size())) {
+        throw std::invalid_argument("forward_local_cg: wrong number of leaf rows at level " +
+                                    std::to_string(k));
+      }
+      // History rows are pre-dropout values; drop what the owner's forward would have dropped.
+      if (k > 0 && training && p > 0) {
+        Matrix unused;
+        dropout_forward_keyed(leaf_rows, p, layer_dropout_seed(dropout_seed, k - 1),
+                              cg.remote_leaves[static_cast<size_t>(k)], unused);
+      }
+    }
+    Matrix in(static_cast<Eigen::Index>(from.size()), below.cols());
+    for (size_t i = 0; i < from.size(); ++i) {
+      const auto r = static_cast<Eigen::Index>(i);
+      if (from[i] >= 0) {
+        in.row(r) = below.row(from[i]);
+      } else {
+        in.row(r) = leaf_rows.row(-1 - from[i]);
+      }
+    }
+    Matrix& out = state.outputs[static_cast<size_t>(k)];
+    model.layer(k).apply(b, in, out, training ? &state.caches[static_cast<size_t>(k)] : nullptr);
+    relu_forward(out);
+    if (pre_dropout) (*pre_dropout)[static_cast<size_t>(k)] = out;
+    if (training && p > 0) {
+      dropout_forward_keyed(out, p, layer_dropout_seed(dropout_seed, k),
+                            std::span(b.src_nodes.data(), static_cast<size_t>(b.num_dst())),
+                            state.masks[static_cast<size_t>(k)]);
+    }
+  }
+  return state.outputs.back();
+}
+
+void backward_local_cg(gnn_model& model, const local_cg& cg, const local_cg_state& state,
+                       Matrix grad) {
+  for (int k = cg.top_level - 1; k >= 0; --k) {
+    const auto ku = static_cast<size_t>(k);
+    if (state.masks[ku].size() > 0) dropout_backward(state.masks[ku], grad);
+    // outputs hold the dropped activations: zero where ReLU was off or the entry dropped.
+    relu_backward(state.outputs[ku], grad);
+    Matrix grad_src;
+    model.layer(k).backward(cg.blocks[ku], state.caches[ku], grad, k > 0 ? &grad_src : nullptr);
+    if (k == 0) break;
+    Matrix next = Matrix::Zero(cg.blocks[ku - 1].num_dst(), grad_src.cols());
+    const auto& from = cg.src_from[ku];
+    for (size_t i = 0; i < from.size(); ++i) {
+      if (from[i] >= 0) next.row(from[i]) += grad_src.row(static_cast<Eigen::Index>(i));
+    }
+    grad = std::move(next);
+  }
+}
+
+Matrix top_forward(const gnn_model& model, std::span<const node_id> seeds, const Matrix& h_self,
+                   const Matrix& agg, std::span<const std::int32_t> counts,
+                   top_layer_state& state) {
+  if (model.config().kind != model_kind::sage) {
+    throw std::invalid_argument(
+        "the decentralized pipeline supports GraphSAGE only (partial sums of a mean)");
+  }
+  const auto b = static_cast<std::int32_t>(seeds.size());
+  block& vb = state.virtual_block;
+  vb.src_nodes.assign(seeds.begin(), seeds.end());
+  vb.src_nodes.insert(vb.src_nodes.end(), seeds.begin(), seeds.end());
+  vb.num_dst_nodes = b;
+  vb.indptr.assign(static_cast<size_t>(b) + 1, 0);
+  vb.indices.clear();
+  for (std::int32_t i = 0; i < b; ++i) {
+    if (counts[static_cast<size_t>(i)] > 0) vb.indices.push_back(b + i);
+    vb.indptr[static_cast<size_t>(i) + 1] = static_cast<std::int32_t>(vb.indices.size());
+  }
+  vb.src_degree.assign(vb.src_nodes.size(), 0);
+  Matrix h_src(2 * b, h_self.cols());
+  h_src.topRows(b) = h_self;
+  h_src.bottomRows(b) = agg;
+  Matrix logits;
+  model.layer(model.num_layers() - 1).apply(vb, h_src, logits, &state.cache);
+  return logits;
+}
+
+void top_backward(gnn_model& model, const top_layer_state& state, const Matrix& grad_logits,
+                  Matrix& grad_self, Matrix& grad_agg) {
+  Matrix grad_src;
+  model.layer(model.num_layers() - 1)
+      .backward(state.virtual_block, state.cache, grad_logits, &grad_src);
+  const auto b = state.virtual_block.num_dst();
+  grad_self = grad_src.topRows(b);
+  grad_agg = grad_src.bottomRows(b);
+}
+
+}  // namespace degnn
