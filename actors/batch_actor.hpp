@@ -68,6 +68,7 @@ struct batch_state {
   std::vector<std::vector<std::uint64_t>> history_version;  ///< step each row was computed at
   std::vector<Matrix> halo_rows;      ///< halo_rows[l]: cached rows of part->halo at level l
   bool halo_features_loaded = false;  ///< level 0 (features) is pulled once: it never changes
+  std::uint64_t halo_since = 0;  ///< next refresh asks only for history rows of version >= this
   std::map<std::pair<std::uint64_t, std::int32_t>, pending_push> pending;  ///< by (step, sender)
 };
 

@@ -160,6 +160,8 @@ void coordinator::init_history(int num_layers, std::uint64_t global_step) {
   evaluate(num_layers, global_step);
   broadcast_control({.h = {global_step, 0}, .what = wire::control_kind::init_history},
                     "init history");
+  // Halo features (once: they never change) and the initial history, before the first step.
+  broadcast_control({.h = {global_step, 0}, .what = wire::control_kind::refresh}, "halo refresh");
 }
 
 eval_result coordinator::evaluate(int num_layers, std::uint64_t global_step) {

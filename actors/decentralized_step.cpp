@@ -57,7 +57,7 @@ Matrix forward_and_write_back(batch_state& st, const local_cg& cg, local_cg_stat
     for (std::int32_t i = 0; i < b.num_dst(); ++i) {
       const node_id l = st.book->local_id(b.src_nodes[static_cast<size_t>(i)]);
       st.history[level].row(l) = pre[static_cast<size_t>(k)].row(i);
-      st.history_version[level][static_cast<size_t>(l)] = step;
+      st.history_version[level][static_cast<size_t>(l)] = step + 1;  // 0: from initialisation
     }
   }
   return out;
@@ -347,8 +347,7 @@ wire_message serve_embedding_get(batch_state& st, const wire_message& m) {
   }
   const Matrix& source = features ? st.part->features : st.history[static_cast<size_t>(level)];
   Matrix rows(static_cast<Eigen::Index>(req.nodes.size()), source.cols());
-  wire::embedding_rows res{
-      .h = {req.h.step, st.part->part}, .layer = req.layer, .nodes = req.nodes};
+  wire::embedding_rows res{.h = {req.h.step, st.part->part}, .layer = req.layer};
   res.bits = static_cast<std::uint8_t>(features ? 32 : st.settings.history_bits);
   res.cols = static_cast<std::uint32_t>(source.cols());
   for (size_t i = 0; i < req.nodes.size(); ++i) {
@@ -357,10 +356,14 @@ wire_message serve_embedding_get(batch_state& st, const wire_message& m) {
       throw wire::wire_error("embedding_get names node " + std::to_string(g) + ", not owned here");
     }
     const node_id l = book.local_id(g);
-    rows.row(static_cast<Eigen::Index>(i)) = source.row(l);
-    res.versions.push_back(
-        features ? 0 : st.history_version[static_cast<size_t>(level)][static_cast<size_t>(l)]);
+    const std::uint64_t version =
+        features ? 0 : st.history_version[static_cast<size_t>(level)][static_cast<size_t>(l)];
+    if (version < req.since) continue;  // unchanged since the asker's last refresh
+    rows.row(static_cast<Eigen::Index>(res.nodes.size())) = source.row(l);
+    res.nodes.push_back(g);
+    res.versions.push_back(version);
   }
+  rows.conservativeResize(static_cast<Eigen::Index>(res.nodes.size()), Eigen::NoChange);
   const quantizer q(static_cast<int>(source.cols()), res.bits,
                     st.settings.stochastic_rounding ? rounding::stochastic : rounding::nearest);
   q.encode(rows, res.payload, res.row_min, res.row_scale,
@@ -382,8 +385,10 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
   st.halo_rows.resize(static_cast<size_t>(std::max(top, 1)));
   for (int level = st.halo_features_loaded ? 1 : 0; level < top; ++level) {
     for (auto& [q, pos] : by_owner) {
+      // Features never change; history rows are asked for only when newer than the last pull.
       wire::embedding_get req{.h = {c.h.step, part.part},
-                              .layer = static_cast<std::uint8_t>(level)};
+                              .layer = static_cast<std::uint8_t>(level),
+                              .since = level == 0 ? 0 : st.halo_since};
       for (size_t i : pos)
         req.nodes.push_back(part.halo[i]);
       auto msg = pack(wire::kind::embedding_get, wire::encode(st.ctx, req));
@@ -402,7 +407,7 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
           for (size_t r = 0; r < replies.size(); ++r) {
             const auto rows = wire::decode_embedding_rows(st.ctx, replies[r].bytes);
             const auto& [level, pos] = what[r];
-            if (rows.nodes.size() != pos.size()) {
+            if (rows.nodes.size() > pos.size()) {
               throw wire::wire_error("embedding_rows has " + std::to_string(rows.nodes.size()) +
                                      " rows, " + std::to_string(pos.size()) + " asked");
             }
@@ -413,11 +418,20 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
                 cache.cols() != values.cols()) {
               cache = Matrix::Zero(static_cast<Eigen::Index>(st.part->halo.size()), values.cols());
             }
-            for (size_t k = 0; k < pos.size(); ++k)
-              cache.row(static_cast<Eigen::Index>(pos[k])) =
-                  values.row(static_cast<Eigen::Index>(k));
+            // Only changed rows come back: place each by its node id within the halo.
+            const auto& halo = st.part->halo;
+            for (size_t k = 0; k < rows.nodes.size(); ++k) {
+              const auto it = std::lower_bound(halo.begin(), halo.end(), rows.nodes[k]);
+              if (it == halo.end() || *it != rows.nodes[k]) {
+                throw wire::wire_error("embedding_rows holds node " +
+                                       std::to_string(rows.nodes[k]) +
+                                       ", which is not in the halo");
+              }
+              cache.row(it - halo.begin()) = values.row(static_cast<Eigen::Index>(k));
+            }
           }
           st.halo_features_loaded = true;
+          st.halo_since = step + 1;  // rows written at this step or later are new next time
           wire::control out{.h = {step, st.part->part}, .what = wire::control_kind::result};
           auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));
           count(st, kCoordinatorPart, msg);

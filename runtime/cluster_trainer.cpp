@@ -47,10 +47,12 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
   for (int epoch = 0; epoch < s.epochs; ++epoch) {
     epoch_record rec;
     rec.epoch = epoch + 1;
+    if (epoch == 0) rec.setup_bytes = result.init_bytes;
     stopwatch epoch_clock;
     double loss_sum = 0;
     std::uint64_t correct = 0;
-    for (std::uint64_t i = 0; i < nb; ++i) {
+    const std::uint64_t steps = s.max_batches ? std::min(nb, s.max_batches) : nb;
+    for (std::uint64_t i = 0; i < steps; ++i) {
       const std::uint64_t step = static_cast<std::uint64_t>(epoch) * nb + i;
       const step_result r = decentralized ? coord.step_decentralized(
                                                 static_cast<std::uint32_t>(epoch), i, step,
@@ -61,7 +63,7 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
       rec.seeds += r.seeds;
       ++rec.steps;
       if (on_step) on_step(step, r.seeds ? r.loss_sum / static_cast<double>(r.seeds) : 0.0);
-      report.batch_progress(rec.epoch, i + 1, nb, rec.seeds ? loss_sum / rec.seeds : 0,
+      report.batch_progress(rec.epoch, i + 1, steps, rec.seeds ? loss_sum / rec.seeds : 0,
                             rec.seeds / std::max(1e-9, epoch_clock.seconds()));
     }
     rec.epoch_s = epoch_clock.seconds();
@@ -79,7 +81,7 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     const auto params = coord.parameters(static_cast<std::uint64_t>(epoch + 1) * nb);
     for (const auto& p : params)
       result.replicas_identical = result.replicas_identical && p == params.front();
-    if ((epoch + 1) % s.eval_every == 0 || epoch + 1 == s.epochs) {
+    if (s.eval_every > 0 && ((epoch + 1) % s.eval_every == 0 || epoch + 1 == s.epochs)) {
       stopwatch clock;
       const eval_result ev =
           coord.evaluate(rc.num_layers, static_cast<std::uint64_t>(epoch + 1) * nb);

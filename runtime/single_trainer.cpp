@@ -37,8 +37,8 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
     epoch_record rec;
     rec.epoch = epoch + 1;
     stopwatch epoch_clock;
-    const auto batches =
-        make_batches(d.train, s.batch_size, s.seed, static_cast<std::uint64_t>(epoch));
+    auto batches = make_batches(d.train, s.batch_size, s.seed, static_cast<std::uint64_t>(epoch));
+    if (s.max_batches && batches.size() > s.max_batches) batches.resize(s.max_batches);
     double loss_sum = 0;
     std::uint64_t correct = 0;
     for (std::uint64_t i = 0; i < batches.size(); ++i) {
@@ -68,7 +68,7 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
     rec.loss = rec.seeds ? loss_sum / rec.seeds : 0;
     rec.train_acc = rec.seeds ? static_cast<double>(correct) / rec.seeds : 0;
     rec.epoch_s = epoch_clock.seconds();
-    if ((epoch + 1) % s.eval_every == 0 || epoch + 1 == s.epochs) {
+    if (s.eval_every > 0 && ((epoch + 1) % s.eval_every == 0 || epoch + 1 == s.epochs)) {
       stopwatch clock;
       const Matrix logits = layerwise_inference(replica.model(), d.graph, d.features);
       rec.evaluated = true;

@@ -22,7 +22,10 @@ std::vector<option_spec> train_option_specs() {
       {"weight-decay", "0", "L2 weight decay"},
       {"dropout", "0.5", "dropout between layers"},
       {"seed", "1", "seed of initialisation, batching, sampling and dropout"},
-      {"eval-every", "1", "evaluate (exact layer-wise inference) every N epochs"},
+      {"eval-every", "1",
+       "evaluate (exact layer-wise inference) every N epochs, and after the last; 0 = never"},
+      {"max-batches", "0",
+       "stop each epoch after N steps (0 = all), for measurements on large graphs"},
       {"metrics", "", "append one JSON line per epoch to this file"},
       {"checkpoint", "", "write the best-validation model here"},
       {"resume", "", "start from this checkpoint (parameters and optimiser state)"},
@@ -72,7 +75,8 @@ train_settings read_train_settings(const option_set& opts) {
   }
   s.epochs = static_cast<int>(opts.integer("epochs", 1, 1'000'000));
   s.batch_size = static_cast<int>(opts.integer("batch-size", 1, 1 << 24));
-  s.eval_every = static_cast<int>(opts.integer("eval-every", 1, 1'000'000));
+  s.eval_every = static_cast<int>(opts.integer("eval-every", 0, 1'000'000));
+  s.max_batches = static_cast<std::uint64_t>(opts.integer("max-batches", 0));
   s.metrics = opts.str("metrics");
   s.checkpoint = opts.str("checkpoint");
   s.resume = opts.str("resume");

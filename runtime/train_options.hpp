@@ -22,6 +22,7 @@ struct train_settings {
   int batch_size = 1024;
   int epochs = 10;
   int eval_every = 1;
+  std::uint64_t max_batches = 0;  ///< stop each epoch after this many steps (0 = all): measurements
   std::uint64_t seed = 1;
   std::string metrics;     ///< JSON lines file, empty = none
   std::string checkpoint;  ///< best-validation checkpoint file, empty = none

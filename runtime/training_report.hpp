@@ -19,6 +19,7 @@ struct epoch_record {
   std::uint64_t bytes = 0;         ///< sent between nodes during the epoch (training, not eval)
   std::string bytes_by_kind_json;  ///< {"kind":bytes,...}
   std::uint64_t eval_bytes = 0;
+  std::uint64_t setup_bytes = 0;  ///< one-time work before this epoch (decentralized history init)
 };
 
 class training_report {

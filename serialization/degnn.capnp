@@ -80,6 +80,7 @@ struct EmbeddingGet {
   header @0 :Header;
   layer @1 :UInt8;
   nodes @2 :List(Int32);
+  since @3 :UInt64;           # only rows whose version is >= since (0: all of them)
 }
 
 struct EmbeddingRows {        # answer to EmbeddingGet, and the body of put / refresh

@@ -355,6 +355,7 @@ bytes encode(const context& c, const embedding_get& m) {
   auto r = mb.initRoot<EmbeddingGet>();
   fill_header(r, c, m.h);
   r.setLayer(m.layer);
+  r.setSince(m.since);
   set_ints(r.initNodes(static_cast<unsigned>(m.nodes.size())), m.nodes);
   return to_bytes(mb);
 }
@@ -366,6 +367,7 @@ embedding_get decode_embedding_get(const context& c, std::span<const char> b) {
     embedding_get m;
     m.h = read_header(r);
     m.layer = r.getLayer();
+    m.since = r.getSince();
     m.nodes = to_vector(r.getNodes());
     check_ids(rd, m.nodes, "nodes");
     return m;

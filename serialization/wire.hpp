@@ -114,6 +114,7 @@ struct embedding_get {
   header h;
   std::uint8_t layer = 0;
   std::vector<node_id> nodes;
+  std::uint64_t since = 0;  ///< only rows with version >= since: a refresh asks for what changed
 };
 
 /// Historical embedding rows (kind embedding_rows): the answer to embedding_get, and the body of
