@@ -78,6 +78,8 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     rec.bytes = after_train.total_bytes() - bytes_before;
     rec.bytes_by_kind_json = epoch_kinds.bytes_json();
     result.epoch_bytes.push_back(rec.bytes);
+    result.epoch_allreduce_bytes.push_back(
+        epoch_kinds.bytes[static_cast<int>(wire::kind::allreduce_chunk)]);
     const auto params = coord.parameters(static_cast<std::uint64_t>(epoch + 1) * nb);
     for (const auto& p : params)
       result.replicas_identical = result.replicas_identical && p == params.front();

@@ -17,8 +17,9 @@ struct cluster_result {
   std::vector<float> parameters;   ///< replica 0 after training
   bool replicas_identical = true;  ///< every replica held the same parameters after every epoch
   cluster_traffic traffic;         ///< whole run, training and evaluation
-  std::vector<std::uint64_t> epoch_bytes;  ///< training bytes per epoch
-  std::uint64_t init_bytes = 0;            ///< decentralized: history initialisation
+  std::vector<std::uint64_t> epoch_bytes;            ///< training bytes per epoch
+  std::vector<std::uint64_t> epoch_allreduce_bytes;  ///< of which gradient all-reduce
+  std::uint64_t init_bytes = 0;                      ///< decentralized: history initialisation
 };
 
 /// Partitions d (or loads s.partitions), spawns the cluster, trains. Throws on any failure.

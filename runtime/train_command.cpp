@@ -31,10 +31,42 @@ int run_train(int argc, char** argv) {
   training_report report(d.name + "/" + s.pipeline, s.metrics, s.progress);
   if (s.pipeline == "single") {
     train_single(s, d, report);
-  } else {
-    train_cluster(s, d, report);
+    report.finish();
+    return 0;
   }
+  const cluster_result main_run = train_cluster(s, d, report);
   report.finish();
+  const std::string other = opts.str("compare-with");
+  if (other.empty()) return 0;
+  // The same run (partitions, seed, batches) with the other pipeline, to count what it sends.
+  train_settings t = s;
+  t.pipeline = opts.choice("compare-with", {"centralized", "decentralized"});
+  if (t.pipeline == s.pipeline) throw config_error("--compare-with names the pipeline being run");
+  t.metrics.clear();
+  t.checkpoint.clear();
+  t.progress = false;
+  std::printf("comparing with the %s pipeline (same partitions and seed) ...\n",
+              t.pipeline.c_str());
+  training_report quiet(d.name + "/" + t.pipeline, "", false);
+  const cluster_result other_run = train_cluster(t, d, quiet);
+  auto mean_mb = [](const std::vector<std::uint64_t>& v) {
+    double sum = 0;
+    for (auto b : v)
+      sum += static_cast<double>(b);
+    return v.empty() ? 0.0 : sum / static_cast<double>(v.size()) / 1e6;
+  };
+  const double mine = mean_mb(main_run.epoch_bytes), theirs = mean_mb(other_run.epoch_bytes);
+  // The gradient all-reduce is the same in both pipelines; what differs is the batch traffic.
+  const double mine_ar = mean_mb(main_run.epoch_allreduce_bytes);
+  const double theirs_ar = mean_mb(other_run.epoch_allreduce_bytes);
+  std::printf("bytes per epoch between nodes (counted): %s %.3f MB, %s %.3f MB -> %.2fx\n",
+              s.pipeline.c_str(), mine, t.pipeline.c_str(), theirs, mine > 0 ? theirs / mine : 0.0);
+  std::printf(
+      "  without the gradient all-reduce (%.3f MB in both): %s %.3f MB, %s %.3f MB -> %.1fx\n",
+      mine_ar, s.pipeline.c_str(), mine - mine_ar, t.pipeline.c_str(), theirs - theirs_ar,
+      mine - mine_ar > 0 ? (theirs - theirs_ar) / (mine - mine_ar) : 0.0);
+  std::printf("test accuracy: %s %.4f, %s %.4f\n", s.pipeline.c_str(), report.test_at_best(),
+              t.pipeline.c_str(), quiet.test_at_best());
   return 0;
 }
 

@@ -24,6 +24,9 @@ std::vector<option_spec> train_option_specs() {
       {"seed", "1", "seed of initialisation, batching, sampling and dropout"},
       {"eval-every", "1",
        "evaluate (exact layer-wise inference) every N epochs, and after the last; 0 = never"},
+      {"compare-with", "",
+       "after training, run the other pipeline (centralized|decentralized) on the same "
+       "partitions and seed and compare the bytes sent per epoch"},
       {"max-batches", "0",
        "stop each epoch after N steps (0 = all), for measurements on large graphs"},
       {"metrics", "", "append one JSON line per epoch to this file"},
