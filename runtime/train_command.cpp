@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "model/dataset.hpp"
+#include "model/partition_store.hpp"
 #include "runtime/cluster_trainer.hpp"
 #include "runtime/commands.hpp"
 #include "runtime/single_trainer.hpp"
@@ -22,8 +23,9 @@ int run_train(int argc, char** argv) {
       "%s: %d nodes, %lld in-edges, %d features, %d classes; %s pipeline, %d part%s, %s %d layers, "
       "fanouts",
       d.name.c_str(), d.num_nodes(), static_cast<long long>(d.graph.num_edges()), d.num_features(),
-      d.num_classes, s.pipeline.c_str(), s.parts, s.parts == 1 ? "" : "s", s.model.model.c_str(),
-      s.model.num_layers);
+      d.num_classes, s.pipeline.c_str(),
+      s.partitions.empty() ? s.parts : load_partition_meta(s.partitions).num_parts, "(s)",
+      s.model.model.c_str(), s.model.num_layers);
   for (size_t i = 0; i < s.fanouts.size(); ++i)
     std::printf("%s%d", i ? "," : " ", s.fanouts[i]);
   std::printf(", hidden %d, batch %d, seed %llu\n", s.model.hidden, s.batch_size,
