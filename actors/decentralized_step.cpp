@@ -321,6 +321,10 @@ wire_message serve_gradient_return(batch_state& st, const wire_message& m) {
   pending_push& pp = it->second;
   if (g.grads.rows() != static_cast<Eigen::Index>(pp.counts.size()))
     throw wire::wire_error("gradient_return has the wrong row count");
+  // The width must be that of the rows this shard returned, or backward reads out of bounds.
+  const Eigen::Index width =
+      pp.cg.top_level > 0 ? pp.state.outputs.back().cols() : st.part->features.cols();
+  if (g.grads.cols() != width) throw wire::wire_error("gradient_return has the wrong width");
   Matrix grad = Matrix::Zero(static_cast<Eigen::Index>(pp.cg.targets.size()), g.grads.cols());
   size_t j = 0;
   for (size_t t = 0; t < pp.counts.size(); ++t) {

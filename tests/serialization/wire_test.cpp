@@ -307,3 +307,171 @@ TEST(WireEmbeddings, NeverCrashesOnRandomlyCorruptedRows) {
   std::printf("rejected %d of 20000 corrupted embedding_rows buffers\n", rejected);
   EXPECT_GT(rejected, 0);
 }
+
+// -- decentralized pipeline: computation push, partial aggregate, gradient return --
+
+namespace {
+// Three targets with 2, 0 and 3 neighbours on the receiver.
+computation_push some_push() {
+  return computation_push{.h = {.step = 21, .sender = 1},
+                          .layer = 2,
+                          .targets = {10, 11, 12},
+                          .counts = {2, 0, 3},
+                          .neighbors = {40, 41, 42, 43, 44}};
+}
+
+partial_aggregate some_partial_aggregate() {
+  partial_aggregate m{.h = {.step = 21, .sender = 3}};
+  m.sums = Matrix::Random(3, 4);
+  m.counts = {2, 0, 3};
+  return m;
+}
+}  // namespace
+
+TEST(WireDecentralized, RoundTripsAPushAPartialAggregateAndAGradientReturn) {
+  const auto p = decode_computation_push(ctx, encode(ctx, some_push()));
+  EXPECT_EQ(p.h.step, 21u);
+  EXPECT_EQ(p.h.sender, 1);
+  EXPECT_EQ(p.layer, 2);
+  EXPECT_EQ(p.targets, some_push().targets);
+  EXPECT_EQ(p.counts, some_push().counts);
+  EXPECT_EQ(p.neighbors, some_push().neighbors);
+
+  const auto pa = some_partial_aggregate();
+  const auto dpa = decode_partial_aggregate(ctx, encode(ctx, pa));
+  EXPECT_EQ(dpa.h.step, 21u);
+  EXPECT_EQ(dpa.h.sender, 3);
+  EXPECT_TRUE(dpa.sums == pa.sums) << "sums are not bit-exact";
+  EXPECT_EQ(dpa.counts, pa.counts);
+
+  gradient_return g{.h = {.step = 22, .sender = 0}};
+  g.grads = Matrix::Random(5, 7);
+  g.grads(0, 0) = -0.0f;
+  g.grads(1, 1) = 1e-38f;
+  const auto dg = decode_gradient_return(ctx, encode(ctx, g));
+  EXPECT_EQ(dg.h.step, 22u);
+  EXPECT_EQ(dg.h.sender, 0);
+  ASSERT_EQ(dg.grads.rows(), 5);
+  ASSERT_EQ(dg.grads.cols(), 7);
+  EXPECT_EQ(std::memcmp(dg.grads.data(), g.grads.data(), sizeof(float) * 35), 0);
+
+  // Empty messages are valid: a push of no targets, sums of no rows.
+  EXPECT_TRUE(decode_computation_push(ctx, encode(ctx, computation_push{})).targets.empty());
+  partial_aggregate none;
+  EXPECT_EQ(decode_partial_aggregate(ctx, encode(ctx, none)).sums.rows(), 0);
+  // Another cluster's messages are refused.
+  EXPECT_THROW(decode_computation_push(context{.cluster_id = 78}, encode(ctx, some_push())),
+               wire_error);
+  EXPECT_THROW(decode_gradient_return(context{.cluster_id = 78}, encode(ctx, g)), wire_error);
+}
+
+TEST(WireDecentralized, RejectsInconsistentCountsAndShapes) {
+  const auto rejects_push = [](const computation_push& m, const char* why) {
+    try {
+      decode_computation_push(ctx, encode(ctx, m));
+      ADD_FAILURE() << "accepted: " << why;
+    } catch (const wire_error& e) {
+      EXPECT_NE(std::string(e.what()).find("computation_push"), std::string::npos) << e.what();
+    }
+  };
+  auto m = some_push();
+  m.counts = {2, 0, 2};  // 4 promised, 5 sent
+  rejects_push(m, "counts adding up to fewer than the neighbours");
+  m.counts = {2, 1, 3};  // 6 promised, 5 sent
+  rejects_push(m, "counts adding up to more than the neighbours");
+  m = some_push();
+  m.counts = {2, 3};
+  rejects_push(m, "fewer counts than targets");
+  m = some_push();
+  m.targets.push_back(13);
+  rejects_push(m, "more targets than counts");
+  m = some_push();
+  m.counts = {3, -1, 3};  // adds up to 5, but a count is negative
+  rejects_push(m, "a negative count");
+  m = some_push();
+  m.neighbors[2] = -5;
+  rejects_push(m, "a negative neighbour id");
+  m = some_push();
+  m.targets[0] = -1;
+  rejects_push(m, "a negative target id");
+
+  // partial_aggregate: one count per row of sums.
+  auto pa = some_partial_aggregate();
+  pa.counts.pop_back();
+  EXPECT_THROW(decode_partial_aggregate(ctx, encode(ctx, pa)), wire_error);
+  pa = some_partial_aggregate();
+  pa.counts.push_back(1);
+  EXPECT_THROW(decode_partial_aggregate(ctx, encode(ctx, pa)), wire_error);
+  pa = some_partial_aggregate();
+  pa.sums = Matrix::Zero(2, 4);
+  EXPECT_THROW(decode_partial_aggregate(ctx, encode(ctx, pa)), wire_error);
+}
+
+TEST(WireDecentralized, RejectsEveryTruncationAndPayloadsThatDoNotMatchTheirShape) {
+  const auto push = encode(ctx, some_push());
+  for (size_t n = 0; n < push.size(); ++n) {
+    EXPECT_THROW(decode_computation_push(ctx, std::span(push.data(), n)), wire_error)
+        << "push of length " << n;
+  }
+  const auto pa = encode(ctx, some_partial_aggregate());
+  for (size_t n = 0; n < pa.size(); ++n) {
+    EXPECT_THROW(decode_partial_aggregate(ctx, std::span(pa.data(), n)), wire_error)
+        << "partial_aggregate of length " << n;
+  }
+  gradient_return g{.h = {.step = 1, .sender = 2}};
+  g.grads = Matrix::Random(3, 2);
+  const auto gb = encode(ctx, g);
+  for (size_t n = 0; n < gb.size(); ++n) {
+    EXPECT_THROW(decode_gradient_return(ctx, std::span(gb.data(), n)), wire_error)
+        << "gradient_return of length " << n;
+  }
+  // A rows field that disagrees with the payload: patch the (rows, cols) data word, which holds
+  // the UInt32 pair (3, 2) right after the header pointer's struct data.
+  auto bad = gb;
+  bool patched = false;
+  for (size_t i = 0; i + 8 <= bad.size(); i += 8) {
+    std::uint32_t rc[2];
+    std::memcpy(rc, bad.data() + i, 8);
+    if (rc[0] == 3 && rc[1] == 2) {
+      rc[0] = 4;
+      std::memcpy(bad.data() + i, rc, 8);
+      patched = true;
+      break;
+    }
+  }
+  ASSERT_TRUE(patched);
+  EXPECT_THROW(decode_gradient_return(ctx, bad), wire_error);
+}
+
+TEST(WireDecentralized, NeverCrashesOnRandomlyCorruptedPushes) {
+  // The bounded fuzz loop on a computation_push: every outcome is a wire_error or a message that
+  // keeps the decoder's promises (one count per target, counts adding up to the neighbours,
+  // no negative ids or counts).
+  std::mt19937 rng(2468);
+  const auto base = encode(ctx, some_push());
+  int rejected = 0;
+  for (int iter = 0; iter < 20000; ++iter) {
+    auto b = base;
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips; ++f)
+      b[rng() % b.size()] = static_cast<char>(rng());
+    try {
+      const auto m = decode_computation_push(ctx, b);
+      ASSERT_EQ(m.counts.size(), m.targets.size());
+      std::int64_t total = 0;
+      for (auto n : m.counts) {
+        EXPECT_GE(n, 0);
+        total += n;
+      }
+      EXPECT_EQ(total, static_cast<std::int64_t>(m.neighbors.size()));
+      for (auto v : m.targets)
+        EXPECT_GE(v, 0);
+      for (auto v : m.neighbors)
+        EXPECT_GE(v, 0);
+    } catch (const wire_error&) {
+      ++rejected;
+    }
+  }
+  std::printf("rejected %d of 20000 corrupted computation_push buffers\n", rejected);
+  EXPECT_GT(rejected, 0);
+}

@@ -1,0 +1,411 @@
+// Tests of the in-process decentralized (DEGNN) pipeline: computation push, locality-aware
+// computation graphs, partial aggregates and historical embeddings, wired by
+// runtime/cluster_trainer. Compared with the centralized pipeline (one partition: the same
+// computation), with exact layer-wise inference (full fanout, exact history: the same forward),
+// and by its traffic (which kinds it sends, how many bytes against the centralized pipeline).
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "actors/batch_actor.hpp"
+#include "actors/coordinator.hpp"
+#include "actors/shard_actor.hpp"
+#include "model/dataset.hpp"
+#include "model/inference.hpp"
+#include "model/layers.hpp"
+#include "model/partition_book.hpp"
+#include "model/partition_store.hpp"
+#include "model/partitioner.hpp"
+#include "model/replica.hpp"
+#include "model/sampler.hpp"
+#include "runtime/cluster_trainer.hpp"
+#include "runtime/training_report.hpp"
+
+namespace degnn {
+namespace {
+
+namespace fs = std::filesystem;
+
+const dataset& cora() {
+  static const dataset d = load_dataset(fs::path(DEGNN_SOURCE_DIR) / "data" / "cora");
+  return d;
+}
+
+train_settings settings(const std::string& pipeline, int parts, int layers) {
+  train_settings s;
+  s.data = (fs::path(DEGNN_SOURCE_DIR) / "data" / "cora").string();
+  s.pipeline = pipeline;
+  s.parts = parts;
+  s.partition_method = "metis";
+  s.model.model = "sage";
+  s.model.num_layers = layers;
+  s.model.hidden = 16;
+  s.model.dropout = 0.5f;
+  s.model.lr = 0.01f;
+  s.seed = 3;
+  s.model.seed = s.seed;
+  s.fanouts.assign(static_cast<size_t>(layers), 10);
+  s.fanouts[0] = 5;
+  s.batch_size = 32;
+  s.epochs = 2;
+  s.eval_every = 0;
+  s.progress = false;
+  s.timeout_s = 30;
+  s.history_bits = 8;
+  s.staleness = 1;
+  return s;
+}
+
+replica_config full_config(const train_settings& s, const dataset& d) {
+  replica_config rc = s.model;
+  rc.in_dim = d.num_features();
+  rc.num_classes = d.num_classes;
+  return rc;
+}
+
+struct loss_trace {
+  std::vector<std::uint64_t> steps;
+  std::vector<double> losses;
+  step_hook hook() {
+    return [this](std::uint64_t step, double loss) {
+      steps.push_back(step);
+      losses.push_back(loss);
+    };
+  }
+};
+
+cluster_result run(const train_settings& s, loss_trace* trace = nullptr) {
+  training_report quiet(s.pipeline, "", false);
+  return train_cluster(s, cora(), quiet, trace ? trace->hook() : step_hook{});
+}
+
+std::uint64_t bytes_of(const cluster_result& r, wire::kind k) {
+  return r.traffic.sent.bytes[static_cast<size_t>(k)];
+}
+
+/// Training bytes of all epochs, without the gradient all-reduce.
+std::uint64_t training_bytes_without_allreduce(const cluster_result& r) {
+  std::uint64_t total = 0;
+  for (size_t e = 0; e < r.epoch_bytes.size(); ++e)
+    total += r.epoch_bytes[e] - r.epoch_allreduce_bytes[e];
+  return total;
+}
+
+// -- one partition: nothing remote, no history used; the same computation as centralized --
+
+class OnePartition : public ::testing::TestWithParam<int> {};
+
+TEST_P(OnePartition, DecentralizedEqualsCentralizedStepByStep) {
+  const int layers = GetParam();
+  train_settings c = settings("centralized", 1, layers);
+  train_settings dec = c;
+  dec.pipeline = "decentralized";
+  loss_trace tc, td;
+  const cluster_result rc = run(c, &tc);
+  const cluster_result rd = run(dec, &td);
+
+  ASSERT_EQ(tc.losses.size(), 10u) << "140 train nodes in batches of 32, 2 epochs";
+  ASSERT_EQ(td.steps, tc.steps);
+  double max_rel = 0;
+  for (size_t i = 0; i < tc.losses.size(); ++i) {
+    const double rel =
+        std::abs(td.losses[i] - tc.losses[i]) / std::max(1e-12, std::abs(tc.losses[i]));
+    max_rel = std::max(max_rel, rel);
+    EXPECT_LE(rel, 1e-5) << "step " << tc.steps[i] << ": centralized " << tc.losses[i]
+                         << ", decentralized " << td.losses[i];
+  }
+  // Training moved (the comparison is not between two constants).
+  EXPECT_NE(tc.losses.front(), tc.losses.back());
+
+  ASSERT_EQ(rd.parameters.size(), rc.parameters.size());
+  ASSERT_FALSE(rc.parameters.empty());
+  double max_diff = 0;
+  for (size_t i = 0; i < rc.parameters.size(); ++i) {
+    max_diff =
+        std::max(max_diff, static_cast<double>(std::abs(rd.parameters[i] - rc.parameters[i])));
+  }
+  std::printf(
+      "%d layers: max relative loss difference %.3g over %zu steps, max parameter "
+      "difference %.3g over %zu parameters\n",
+      layers, max_rel, tc.losses.size(), max_diff, rc.parameters.size());
+  EXPECT_LE(max_diff, 1e-4);
+  // And the parameters moved away from initialisation.
+  EXPECT_NE(model_replica(full_config(c, cora())).parameters(), rc.parameters);
+  EXPECT_TRUE(rd.replicas_identical);
+  EXPECT_EQ(rd.traffic.sent.total_bytes(), 0u) << rd.traffic.sent.bytes_json();
+  EXPECT_EQ(rd.traffic.rejected, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(DecentralizedPipeline, OnePartition, ::testing::Values(2, 3),
+                         [](const auto& info) { return std::to_string(info.param) + "Layers"; });
+
+// -- full fanout, exact history: the decentralized forward is exact inference --
+
+train_settings exact_settings(const std::string& pipeline, int history_bits) {
+  train_settings s = settings(pipeline, 4, 3);
+  s.fanouts = {-1, -1, -1};
+  s.model.dropout = 0.0f;
+  s.history_bits = history_bits;
+  s.staleness = 1;
+  s.batch_size = 32;
+  s.epochs = 1;
+  s.max_batches = 1;  // only the first step's loss is compared
+  return s;
+}
+
+/// Mean cross-entropy of exact layer-wise inference with the initial parameters over the seeds
+/// of every worker's first step.
+double exact_first_step_loss(const train_settings& s) {
+  const dataset& d = cora();
+  const auto owner = partition_graph(d.graph, d.train, s.parts,
+                                     parse_partition_method(s.partition_method), s.seed);
+  const partition_book book(owner, s.parts);
+  std::vector<node_id> seeds;
+  for (int w = 0; w < s.parts; ++w) {
+    const graph_partition part = extract_partition(d, book, w);
+    std::vector<node_id> train;
+    for (node_id l : part.train)
+      train.push_back(part.owned[static_cast<size_t>(l)]);
+    if (train.empty()) continue;
+    const auto batch = make_batches(train, s.batch_size, s.seed, 0)[0];
+    seeds.insert(seeds.end(), batch.begin(), batch.end());
+  }
+  EXPECT_GT(seeds.size(), static_cast<size_t>(s.batch_size)) << "several workers have seeds";
+  const model_replica fresh(full_config(s, d));
+  const Matrix all = layerwise_inference(fresh.model(), d.graph, d.features);
+  Matrix logits(static_cast<Eigen::Index>(seeds.size()), all.cols());
+  std::vector<std::int32_t> labels;
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    logits.row(static_cast<Eigen::Index>(i)) = all.row(seeds[i]);
+    labels.push_back(d.labels[static_cast<size_t>(seeds[i])]);
+  }
+  Matrix grad;
+  return softmax_cross_entropy(logits, labels, grad);
+}
+
+double first_step_loss(const train_settings& s) {
+  loss_trace t;
+  const cluster_result r = run(s, &t);
+  EXPECT_EQ(r.traffic.rejected, 0u);
+  EXPECT_EQ(t.losses.size(), 1u);
+  return t.losses.empty() ? -1 : t.losses.front();
+}
+
+TEST(DecentralizedPipeline, FullFanoutWithExactHistoryEqualsExactInferenceOnFourParts) {
+  const train_settings s = exact_settings("decentralized", 32);
+  const double want = exact_first_step_loss(s);
+  const double got = first_step_loss(s);
+  const double quantized = first_step_loss(exact_settings("decentralized", 2));
+  const double centralized = first_step_loss(exact_settings("centralized", 32));
+  std::printf(
+      "first-step loss: exact inference %.9f, decentralized 32-bit history %.9f "
+      "(diff %.3g), 2-bit history %.9f (diff %.3g), centralized %.9f (diff %.3g)\n",
+      want, got, std::abs(got - want), quantized, std::abs(quantized - want), centralized,
+      std::abs(centralized - want));
+  EXPECT_NEAR(got, want, 1e-5 * std::abs(want));
+  // Sharp: history that is not exact moves the loss by more than 5x the tolerance above.
+  EXPECT_GT(std::abs(quantized - want), 5e-5 * std::abs(want));
+  // And the centralized pipeline, with the same settings, computes the same exact forward.
+  EXPECT_NEAR(centralized, want, 1e-5 * std::abs(want));
+}
+
+// -- four partitions: traffic --
+
+TEST(DecentralizedPipeline, FourPartsTrainWithIdenticalReplicasAndDeterministicPushTraffic) {
+  train_settings s = settings("decentralized", 4, 3);
+  s.fanouts = {10, 10, 10};
+  s.batch_size = 64;
+  const cluster_result a = run(s);
+  const cluster_result b = run(s);
+
+  EXPECT_TRUE(a.replicas_identical);
+  EXPECT_TRUE(b.replicas_identical);
+  EXPECT_EQ(a.traffic.rejected, 0u);
+  ASSERT_EQ(a.epoch_bytes.size(), 2u);
+  for (const float v : a.parameters)
+    ASSERT_TRUE(std::isfinite(v));
+  EXPECT_NE(model_replica(full_config(s, cora())).parameters(), a.parameters)
+      << "training did not move the parameters";
+  for (auto k :
+       {wire::kind::computation_push, wire::kind::partial_aggregate, wire::kind::gradient_return,
+        wire::kind::embedding_get, wire::kind::embedding_rows, wire::kind::allreduce_chunk}) {
+    EXPECT_GT(bytes_of(a, k), 0u) << wire::kind_name(k);
+  }
+  // Nothing is pulled the centralized way.
+  for (auto k : {wire::kind::feature_request, wire::kind::feature_response,
+                 wire::kind::sample_request, wire::kind::sample_response}) {
+    EXPECT_EQ(bytes_of(a, k), 0u) << wire::kind_name(k);
+  }
+  // Every push is answered with one partial aggregate and gets one gradient return.
+  const auto msgs = [&](wire::kind k) { return a.traffic.sent.messages[static_cast<size_t>(k)]; };
+  EXPECT_EQ(msgs(wire::kind::computation_push), msgs(wire::kind::partial_aggregate));
+  EXPECT_EQ(msgs(wire::kind::computation_push), msgs(wire::kind::gradient_return));
+  EXPECT_EQ(msgs(wire::kind::embedding_get), msgs(wire::kind::embedding_rows));
+  // Same seed, same partitions: the same bytes of every kind, the same parameters.
+  EXPECT_EQ(a.traffic.sent, b.traffic.sent)
+      << a.traffic.sent.bytes_json() << " vs " << b.traffic.sent.bytes_json();
+  EXPECT_EQ(a.epoch_bytes, b.epoch_bytes);
+  EXPECT_EQ(a.init_bytes, b.init_bytes);
+  EXPECT_GT(a.init_bytes, 0u);
+  // Parameters agree to float rounding only: a worker accumulates the weight gradients of the
+  // pushes it serves in arrival order, so the summation order may differ between runs.
+  ASSERT_EQ(a.parameters.size(), b.parameters.size());
+  double max_diff = 0;
+  for (size_t i = 0; i < a.parameters.size(); ++i) {
+    max_diff = std::max(max_diff, static_cast<double>(std::abs(a.parameters[i] - b.parameters[i])));
+  }
+  std::printf("two runs: max parameter difference %.3g\n", max_diff);
+  EXPECT_LE(max_diff, 1e-6);
+}
+
+class TrafficRatio : public ::testing::TestWithParam<int> {};
+
+TEST_P(TrafficRatio, DecentralizedSendsFarFewerBytesThanCentralized) {
+  const int layers = GetParam();
+  train_settings c = settings("centralized", 4, layers);
+  c.fanouts.assign(static_cast<size_t>(layers), 10);
+  c.batch_size = 64;
+  train_settings dec = c;
+  dec.pipeline = "decentralized";
+  const cluster_result rc = run(c);
+  const cluster_result rd = run(dec);
+  const std::uint64_t cb = training_bytes_without_allreduce(rc);
+  const std::uint64_t db = training_bytes_without_allreduce(rd);
+  ASSERT_GT(db, 0u);
+  const double ratio = static_cast<double>(cb) / static_cast<double>(db);
+  std::printf(
+      "%d layers, %d epochs: centralized %llu bytes, decentralized %llu bytes without "
+      "the all-reduce (ratio %.2f); decentralized history initialisation %llu bytes\n"
+      "  centralized %s\n  decentralized %s\n",
+      layers, c.epochs, static_cast<unsigned long long>(cb), static_cast<unsigned long long>(db),
+      ratio, static_cast<unsigned long long>(rd.init_bytes), rc.traffic.sent.bytes_json().c_str(),
+      rd.traffic.sent.bytes_json().c_str());
+  EXPECT_TRUE(rc.replicas_identical);
+  EXPECT_TRUE(rd.replicas_identical);
+  EXPECT_GE(ratio, layers == 2 ? 5.0 : 10.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(DecentralizedPipeline, TrafficRatio, ::testing::Values(2, 3),
+                         [](const auto& info) { return std::to_string(info.param) + "Layers"; });
+
+// -- one shard serving a push, driven by hand --
+
+struct in_process_cluster {
+  struct config : caf::actor_system_config {
+    config() { add_message_types<caf::id_block::degnn>(); }
+  };
+  config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  std::shared_ptr<cluster_view> view = std::make_shared<cluster_view>();
+  std::shared_ptr<const partition_book> book;
+  std::vector<std::shared_ptr<const graph_partition>> parts;
+
+  in_process_cluster(const dataset& d, const train_settings& s, const replica_config& rc,
+                     const wire::context& ctx) {
+    auto owner = partition_graph(d.graph, d.train, s.parts,
+                                 parse_partition_method(s.partition_method), s.seed);
+    book = std::make_shared<partition_book>(std::move(owner), s.parts);
+    for (int p = 0; p < s.parts; ++p)
+      parts.push_back(std::make_shared<graph_partition>(extract_partition(d, *book, p)));
+    const batch_settings bs = make_batch_settings(s);
+    for (const auto& part : parts)
+      view->shards.push_back(sys.spawn(shard_behavior, part, book, ctx));
+    for (const auto& part : parts) {
+      view->batchers.push_back(sys.spawn(batch_behavior, part, book,
+                                         std::shared_ptr<const cluster_view>(view), rc, bs, ctx));
+    }
+    view->ready.store(true, std::memory_order_release);
+  }
+  ~in_process_cluster() {
+    for (auto& a : view->batchers)
+      self->send_exit(a, caf::exit_reason::user_shutdown);
+    for (auto& a : view->shards)
+      self->send_exit(a, caf::exit_reason::user_shutdown);
+  }
+
+  /// The reply of batch actor p, or an empty message (kind 0) and the error text in `error`.
+  wire_message ask(int p, wire::kind k, wire::bytes b, std::string* error = nullptr) {
+    wire_message out;
+    self->request(view->batchers[static_cast<size_t>(p)], std::chrono::seconds(30), batch_atom_v,
+                  wire_message{static_cast<std::uint16_t>(k), std::move(b)})
+        .receive([&](wire_message& r) { out = std::move(r); },
+                 [&](caf::error& e) {
+                   if (error) *error = sys.render(e);
+                 });
+    return out;
+  }
+};
+
+TEST(DecentralizedShard, ServesAPushAndRejectsAGradientReturnOfTheWrongWidth) {
+  const dataset& d = cora();
+  train_settings s = settings("decentralized", 2, 3);
+  s.model.dropout = 0.0f;
+  const replica_config rc = full_config(s, d);
+  const wire::context ctx{.cluster_id = cluster_id_for(d.name, s.seed)};
+  in_process_cluster c(d, s, rc, ctx);
+  coordinator coord(c.self.ptr(), c.view->batchers, c.view->shards, ctx,
+                    std::chrono::seconds(s.timeout_s));
+  coord.init_history(rc.num_layers, 0);
+
+  // Partition 0 pushes two of partition 1's nodes as the neighbours of one of its own.
+  const auto& p1 = *c.parts[1];
+  ASSERT_GE(p1.num_owned(), 2);
+  const node_id seed = c.parts[0]->owned.front();
+  const wire::computation_push push{.h = {.step = 7, .sender = 0},
+                                    .layer = 2,
+                                    .targets = {seed},
+                                    .counts = {2},
+                                    .neighbors = {p1.owned[0], p1.owned[1]}};
+  std::string error;
+  auto wrong_layer = push;
+  wrong_layer.layer = 1;
+  EXPECT_EQ(c.ask(1, wire::kind::computation_push, wire::encode(ctx, wrong_layer), &error).kind, 0)
+      << "a push for another layer was served";
+  EXPECT_NE(error.find("layer"), std::string::npos) << error;
+  auto not_owned = push;
+  not_owned.neighbors[1] = seed;  // owned by partition 0
+  EXPECT_EQ(c.ask(1, wire::kind::computation_push, wire::encode(ctx, not_owned), &error).kind, 0)
+      << "a push naming another partition's node was served";
+
+  const wire_message reply = c.ask(1, wire::kind::computation_push, wire::encode(ctx, push));
+  ASSERT_EQ(reply.kind, static_cast<std::uint16_t>(wire::kind::partial_aggregate)) << error;
+  const auto sums = wire::decode_partial_aggregate(ctx, reply.bytes);
+  ASSERT_EQ(sums.sums.rows(), 1);
+  ASSERT_EQ(sums.sums.cols(), s.model.hidden);
+  EXPECT_EQ(sums.counts, std::vector<std::int32_t>{2});
+  EXPECT_TRUE(sums.sums.allFinite());
+
+  // A gradient of the wrong width is refused (not read out of bounds); the right one is taken.
+  wire::gradient_return g{.h = {.step = 7, .sender = 0}};
+  g.grads = Matrix::Ones(1, s.model.hidden + 3);
+  error.clear();
+  EXPECT_EQ(c.ask(1, wire::kind::gradient_return, wire::encode(ctx, g), &error).kind, 0)
+      << "a gradient of the wrong width was accepted";
+  EXPECT_NE(error.find("width"), std::string::npos) << error;
+  g.grads = Matrix::Ones(2, s.model.hidden);
+  EXPECT_EQ(c.ask(1, wire::kind::gradient_return, wire::encode(ctx, g), &error).kind, 0)
+      << "a gradient with a row per neighbour instead of per target was accepted";
+  g.grads = Matrix::Ones(1, s.model.hidden);
+  const wire_message done = c.ask(1, wire::kind::gradient_return, wire::encode(ctx, g), &error);
+  EXPECT_EQ(done.kind, static_cast<std::uint16_t>(wire::kind::control)) << error;
+  // Its backward left a gradient in partition 1's replica.
+  const wire::control ask_gradient{.h = {.step = 7, .sender = 0},
+                                   .what = wire::control_kind::gradient};
+  const wire_message grad = c.ask(1, wire::kind::control, wire::encode(ctx, ask_gradient), &error);
+  ASSERT_EQ(grad.kind, static_cast<std::uint16_t>(wire::kind::allreduce_chunk)) << error;
+  const auto values = wire::decode_allreduce_chunk(ctx, grad.bytes).values;
+  EXPECT_TRUE(std::any_of(values.begin(), values.end(), [](float v) { return v != 0.0f; }));
+  // The push is consumed: a second return for it is refused.
+  EXPECT_EQ(c.ask(1, wire::kind::gradient_return, wire::encode(ctx, g), &error).kind, 0);
+}
+
+}  // namespace
+}  // namespace degnn
