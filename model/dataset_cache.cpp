@@ -9,6 +9,7 @@
 
 #include "model/data_error.hpp"
 #include "model/dataset.hpp"
+#include "model/hashing.hpp"
 
 namespace degnn {
 
@@ -28,30 +29,14 @@ struct cache_header {
   std::int64_t num_train, num_valid, num_test, name_length;
 };
 
-// Order-dependent 64-bit checksum over 8-byte words: fast enough to run on every load.
-struct checksum {
-  std::uint64_t h = 0x9e3779b97f4a7c15ull;
-  void add(const void* data, size_t bytes) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    size_t i = 0;
-    for (; i + 8 <= bytes; i += 8) {
-      std::uint64_t w;
-      std::memcpy(&w, p + i, 8);
-      h = (h ^ w) * 0x100000001b3ull + (h >> 29);
-    }
-    for (; i < bytes; ++i)
-      h = (h ^ p[i]) * 0x100000001b3ull;
-  }
-};
-
 template <class T>
-void write_array(std::ofstream& out, checksum& sum, const T* data, size_t count) {
+void write_array(std::ofstream& out, checksum64& sum, const T* data, size_t count) {
   out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(T)));
   sum.add(data, count * sizeof(T));
 }
 
 template <class T>
-void read_array(std::ifstream& in, checksum& sum, T* data, size_t count, const fs::path& file) {
+void read_array(std::ifstream& in, checksum64& sum, T* data, size_t count, const fs::path& file) {
   in.read(reinterpret_cast<char*>(data), static_cast<std::streamsize>(count * sizeof(T)));
   if (static_cast<size_t>(in.gcount()) != count * sizeof(T)) {
     throw data_error::at(file.string(), 0, "truncated dataset cache (delete it to rebuild)");
@@ -113,7 +98,7 @@ void write_dataset_cache(const dataset& d, const fs::path& file, std::uint64_t s
     h.num_valid = static_cast<std::int64_t>(d.valid.size());
     h.num_test = static_cast<std::int64_t>(d.test.size());
     h.name_length = static_cast<std::int64_t>(d.name.size());
-    checksum sum;
+    checksum64 sum;
     write_array(out, sum, &h, 1);
     write_array(out, sum, d.name.data(), d.name.size());
     write_array(out, sum, d.graph.indptr.data(), d.graph.indptr.size());
@@ -133,7 +118,7 @@ bool read_dataset_cache(const fs::path& file, std::uint64_t stamp, dataset& resu
   std::ifstream in(file, std::ios::binary);
   if (!in) return false;
   cache_header h{};
-  checksum sum;
+  checksum64 sum;
   in.read(reinterpret_cast<char*>(&h), sizeof h);
   if (in.gcount() != sizeof h || std::memcmp(h.magic, kMagic, 8) != 0) {
     throw data_error::at(file.string(), 0,

@@ -1,21 +1,13 @@
 // gnn_model: runs the blocks of a batch through the layer stack, caching what backward needs.
 #include "model/gnn_model.hpp"
+#include "model/hashing.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
 namespace degnn {
-namespace {
-
-constexpr std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 gnn_model::gnn_model(const model_config& config, std::uint64_t init_seed) : config_(config) {
   if (config.in_dim <= 0 || config.hidden <= 0 || config.num_classes <= 0 || config.num_layers <= 0)
@@ -29,12 +21,12 @@ gnn_model::gnn_model(const model_config& config, std::uint64_t init_seed) : conf
       layers_.push_back(std::make_unique<sage_layer>(in, out));
     else
       layers_.push_back(std::make_unique<gcn_layer>(in, out));
-    layers_.back()->init(mix(init_seed + static_cast<std::uint64_t>(l)));
+    layers_.back()->init(mix64(init_seed + static_cast<std::uint64_t>(l)));
   }
 }
 
 std::uint64_t layer_dropout_seed(std::uint64_t dropout_seed, std::int32_t layer) {
-  return mix(dropout_seed ^ mix(static_cast<std::uint64_t>(layer) + 1));
+  return mix64(dropout_seed ^ mix64(static_cast<std::uint64_t>(layer) + 1));
 }
 
 Matrix gnn_model::forward(const sampled_batch& batch, const Matrix& input, bool training,

@@ -1,6 +1,7 @@
 // Layer kernels. GEMMs go to Eigen (OpenMP-parallel when built with -fopenmp); aggregation to
 // model/aggregate; element-wise ops are OpenMP loops over rows.
 #include "model/layers.hpp"
+#include "model/hashing.hpp"
 
 #include <cassert>
 #include <cmath>
@@ -9,13 +10,6 @@
 
 namespace degnn {
 namespace {
-
-constexpr std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // Uniform in [0, 1) from the top 24 bits: exactly representable as float.
 constexpr float unit_float(std::uint64_t bits) {
@@ -59,13 +53,13 @@ void dropout_forward(Matrix& x, float p, std::uint64_t seed, Matrix& mask) {
     return;
   }
   const float keep_scale = 1.0f / (1.0f - p);
-  const std::uint64_t key = splitmix64(seed);
+  const std::uint64_t key = mix64(seed);
   const Eigen::Index n = x.size();
   float* m = mask.data();
   float* v = x.data();
 #pragma omp parallel for schedule(static)
   for (Eigen::Index k = 0; k < n; ++k) {
-    m[k] = unit_float(splitmix64(key ^ static_cast<std::uint64_t>(k))) < p ? 0.0f : keep_scale;
+    m[k] = unit_float(mix64(key ^ static_cast<std::uint64_t>(k))) < p ? 0.0f : keep_scale;
     v[k] *= m[k];
   }
 }
@@ -82,15 +76,15 @@ void dropout_forward_keyed(Matrix& x, float p, std::uint64_t seed,
     return;
   }
   const float keep_scale = 1.0f / (1.0f - p);
-  const std::uint64_t key = splitmix64(seed);
+  const std::uint64_t key = mix64(seed);
   const Eigen::Index rows = x.rows(), cols = x.cols();
 #pragma omp parallel for schedule(static)
   for (Eigen::Index r = 0; r < rows; ++r) {
     const std::uint64_t row_key =
-        splitmix64(key ^ static_cast<std::uint32_t>(row_keys[static_cast<size_t>(r)]));
+        mix64(key ^ static_cast<std::uint32_t>(row_keys[static_cast<size_t>(r)]));
     for (Eigen::Index c = 0; c < cols; ++c) {
       const float m =
-          unit_float(splitmix64(row_key + static_cast<std::uint64_t>(c))) < p ? 0.0f : keep_scale;
+          unit_float(mix64(row_key + static_cast<std::uint64_t>(c))) < p ? 0.0f : keep_scale;
       mask(r, c) = m;
       x(r, c) *= m;
     }
@@ -152,8 +146,8 @@ sage_layer::sage_layer(std::int32_t in_dim, std::int32_t out_dim)
       grad_bias(Matrix::Zero(1, out_dim)) {}
 
 void sage_layer::init(std::uint64_t seed) {
-  glorot_uniform(w_self, splitmix64(seed ^ 1));
-  glorot_uniform(w_neigh, splitmix64(seed ^ 2));
+  glorot_uniform(w_self, mix64(seed ^ 1));
+  glorot_uniform(w_neigh, mix64(seed ^ 2));
   bias.setZero();
 }
 
@@ -196,7 +190,7 @@ gcn_layer::gcn_layer(std::int32_t in_dim, std::int32_t out_dim)
       grad_bias(Matrix::Zero(1, out_dim)) {}
 
 void gcn_layer::init(std::uint64_t seed) {
-  glorot_uniform(weight, splitmix64(seed ^ 1));
+  glorot_uniform(weight, mix64(seed ^ 1));
   bias.setZero();
 }
 

@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "model/data_error.hpp"
+#include "model/hashing.hpp"
 
 namespace degnn {
 
@@ -28,25 +29,8 @@ constexpr char kBookMagic[8] = {'D', 'E', 'G', 'N', 'N', 'P', 'B', '1'};
 constexpr const char* kMetaName = "partitions.meta";
 constexpr const char* kBookName = "owner.bin";
 
-// Order-dependent 64-bit checksum over 8-byte words (same scheme as the dataset cache): catches
-// flipped bytes and swapped blocks, and runs at memory speed.
-struct checksum {
-  std::uint64_t h = 0x9e3779b97f4a7c15ull;
-  void add(const void* data, size_t bytes) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    size_t i = 0;
-    for (; i + 8 <= bytes; i += 8) {
-      std::uint64_t w;
-      std::memcpy(&w, p + i, 8);
-      h = (h ^ w) * 0x100000001b3ull + (h >> 29);
-    }
-    for (; i < bytes; ++i)
-      h = (h ^ p[i]) * 0x100000001b3ull;
-  }
-};
-
 std::uint64_t owner_checksum(std::span<const std::int32_t> owner) {
-  checksum sum;
+  checksum64 sum;
   sum.add(owner.data(), owner.size_bytes());
   return sum.h;
 }
@@ -106,7 +90,7 @@ class bin_writer {
  private:
   fs::path file_, tmp_;
   std::ofstream out_;
-  checksum sum_;
+  checksum64 sum_;
   bool done_ = false;
 };
 
@@ -144,7 +128,7 @@ class bin_reader {
   fs::path file_;
   std::ifstream in_;
   std::uintmax_t size_ = 0;
-  checksum sum_;
+  checksum64 sum_;
 };
 
 // Reads the header first and checks the file size against it before allocating anything, so a

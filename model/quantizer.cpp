@@ -1,5 +1,6 @@
 // Row-wise scalar quantizer: per-row affine grid, nearest or stochastic rounding, tight packing.
 #include "model/quantizer.hpp"
+#include "model/hashing.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -13,19 +14,10 @@ namespace degnn {
 
 namespace {
 
-// splitmix64 finaliser (the same mixer as model/sampler.hpp's mix64, kept local so the codec
-// depends on nothing else).
-constexpr std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // Uniform in [0, 1) from 24 hash bits, exact in float. Keyed by (row key, column), so any thread
 // schedule draws the same numbers.
 inline float uniform(std::uint64_t row_key, std::uint64_t col) {
-  return static_cast<float>(mix(row_key ^ (col * 0xd1b54a32d192ed03ULL)) >> 40) * 0x1p-24f;
+  return static_cast<float>(mix64(row_key ^ (col * 0xd1b54a32d192ed03ULL)) >> 40) * 0x1p-24f;
 }
 
 // Below this many values, encode/decode stay on the calling thread.
@@ -116,14 +108,14 @@ void decode_row(const std::uint8_t* in, int d, float mn, float scale, float* x) 
 template <int B>
 void encode_rows(std::size_t n, int d, std::size_t stride, const float* x, std::uint8_t* codes,
                  float* row_min, float* row_scale, bool stochastic, std::uint64_t seed) {
-  const std::uint64_t base = mix(seed ^ 0x243f6a8885a308d3ULL);
+  const std::uint64_t base = mix64(seed ^ 0x243f6a8885a308d3ULL);
   std::atomic<std::int64_t> first_bad{std::numeric_limits<std::int64_t>::max()};
   const auto rows = static_cast<std::int64_t>(n);
 #pragma omp parallel for schedule(static) if (n * static_cast <std::size_t>(d) >= kParallelValues)
   for (std::int64_t i = 0; i < rows; ++i) {
     const auto u = static_cast<std::size_t>(i);
     if (!encode_row<B>(x + u * static_cast<std::size_t>(d), d, codes + u * stride, row_min[u],
-                       row_scale[u], stochastic, mix(base ^ static_cast<std::uint64_t>(i)))) {
+                       row_scale[u], stochastic, mix64(base ^ static_cast<std::uint64_t>(i)))) {
       std::int64_t seen = first_bad.load();
       while (i < seen && !first_bad.compare_exchange_weak(seen, i)) {
       }

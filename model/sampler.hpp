@@ -9,20 +9,12 @@
 
 #include "model/block.hpp"
 #include "model/csr_graph.hpp"
+#include "model/hashing.hpp"
 #include "model/tensor.hpp"
 
 namespace degnn {
 
 // -- randomness --
-
-/// splitmix64 finaliser: a cheap bijective 64-bit mixer, used both to hash keys into seeds and as
-/// the output function of row_rng.
-constexpr std::uint64_t mix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 /// Seed for one sampled row. Keyed by what the row *is*, not by which thread runs it, so a batch
 /// replays bit for bit under any OpenMP thread count.

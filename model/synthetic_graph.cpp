@@ -1,6 +1,7 @@
 // Degree-corrected SBM generator and the OGB raw-layout writer. Randomness comes from per-chunk
 // engines seeded from (seed, purpose, chunk), so the output does not depend on thread count.
 #include "model/synthetic_graph.hpp"
+#include "model/hashing.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -19,19 +20,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // xoshiro256** seeded by splitmix64: small, fast, good enough for simulation.
 struct rng {
   std::uint64_t s[4];
   explicit rng(std::uint64_t seed) {
     for (auto& w : s)
-      w = seed = splitmix64(seed);
+      w = seed = mix64(seed);
   }
   static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   std::uint64_t next() {
@@ -56,7 +50,7 @@ struct rng {
 };
 
 std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t purpose, std::uint64_t chunk) {
-  return splitmix64(splitmix64(seed ^ (purpose * 0x632be59bd9b4e019ull)) + chunk);
+  return mix64(mix64(seed ^ (purpose * 0x632be59bd9b4e019ull)) + chunk);
 }
 
 // Walker's alias table: O(1) draws proportional to weights.
