@@ -20,11 +20,13 @@ struct traffic {
   }
   std::uint64_t total_bytes() const {
     std::uint64_t t = 0;
-    for (auto b : bytes) t += b;
+    for (auto b : bytes)
+      t += b;
     return t;
   }
   traffic& operator+=(const traffic& o) {
-    for (int i = 0; i < kNumKinds; ++i) bytes[i] += o.bytes[i], messages[i] += o.messages[i];
+    for (int i = 0; i < kNumKinds; ++i)
+      bytes[i] += o.bytes[i], messages[i] += o.messages[i];
     return *this;
   }
   bool operator==(const traffic&) const = default;

@@ -116,6 +116,27 @@ void check_ids(const reader& r, const std::vector<std::int32_t>& ids, const char
   }
 }
 
+// Float matrices travel as rows, cols and a float32 Data blob.
+template <class Builder>
+void put_matrix(Builder r, const Matrix& m, capnp::Data::Builder (Builder::*init)(unsigned)) {
+  r.setRows(static_cast<std::uint32_t>(m.rows()));
+  r.setCols(static_cast<std::uint32_t>(m.cols()));
+  const auto n = static_cast<size_t>(m.size()) * sizeof(float);
+  auto data = (r.*init)(static_cast<unsigned>(n));
+  if (n) std::memcpy(data.begin(), m.data(), n);
+}
+
+Matrix get_matrix(const reader& rd, std::uint64_t rows, std::uint64_t cols,
+                  capnp::Data::Reader data) {
+  if (rows * cols * sizeof(float) != data.size()) {
+    rd.fail(std::to_string(rows) + " x " + std::to_string(cols) + " floats do not match " +
+            std::to_string(data.size()) + " payload bytes");
+  }
+  Matrix m(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+  if (data.size()) std::memcpy(m.data(), data.begin(), data.size());
+  return m;
+}
+
 }  // namespace
 
 const char* kind_name(kind k) {
@@ -248,11 +269,7 @@ bytes encode(const context& c, const row_block& m, kind) {
   capnp::MallocMessageBuilder mb;
   auto r = mb.initRoot<FeatureResponse>();
   fill_header(r, c, m.h);
-  r.setRows(static_cast<std::uint32_t>(m.rows.rows()));
-  r.setCols(static_cast<std::uint32_t>(m.rows.cols()));
-  const auto n = static_cast<size_t>(m.rows.size()) * sizeof(float);
-  auto data = r.initValues(static_cast<unsigned>(n));
-  if (n) std::memcpy(data.begin(), m.rows.data(), n);
+  put_matrix(r, m.rows, &FeatureResponse::Builder::initValues);
   if (!m.degrees.empty())
     set_ints(r.initDegrees(static_cast<unsigned>(m.degrees.size())), m.degrees);
   return to_bytes(mb);
@@ -264,16 +281,11 @@ row_block decode_row_block(const context& c, std::span<const char> b) {
     auto r = rd.root<FeatureResponse>(c);
     row_block m;
     m.h = read_header(r);
-    const std::uint64_t rows = r.getRows(), cols = r.getCols();
-    auto data = r.getValues();
-    if (rows * cols * sizeof(float) != data.size()) {
-      rd.fail(std::to_string(rows) + " x " + std::to_string(cols) + " floats do not match " +
-              std::to_string(data.size()) + " payload bytes");
-    }
-    m.rows.resize(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
-    if (data.size()) std::memcpy(m.rows.data(), data.begin(), data.size());
+    m.rows = get_matrix(rd, r.getRows(), r.getCols(), r.getValues());
     m.degrees = to_vector(r.getDegrees());
-    if (!m.degrees.empty() && m.degrees.size() != rows) rd.fail("degrees and rows differ in count");
+    if (!m.degrees.empty() && m.degrees.size() != static_cast<size_t>(m.rows.rows())) {
+      rd.fail("degrees and rows differ in count");
+    }
     for (auto deg : m.degrees) {
       if (deg < 0) rd.fail("negative degree");
     }
@@ -455,31 +467,6 @@ embedding_rows decode_embedding_rows(const context& c, std::span<const char> b) 
     return m;
   });
 }
-
-namespace {
-
-// Float matrices travel as rows, cols and a float32 Data blob.
-template <class Builder>
-void put_matrix(Builder r, const Matrix& m, capnp::Data::Builder (Builder::*init)(unsigned)) {
-  r.setRows(static_cast<std::uint32_t>(m.rows()));
-  r.setCols(static_cast<std::uint32_t>(m.cols()));
-  const auto n = static_cast<size_t>(m.size()) * sizeof(float);
-  auto data = (r.*init)(static_cast<unsigned>(n));
-  if (n) std::memcpy(data.begin(), m.data(), n);
-}
-
-Matrix get_matrix(const reader& rd, std::uint64_t rows, std::uint64_t cols,
-                  capnp::Data::Reader data) {
-  if (rows * cols * sizeof(float) != data.size()) {
-    rd.fail(std::to_string(rows) + " x " + std::to_string(cols) + " floats do not match " +
-            std::to_string(data.size()) + " payload bytes");
-  }
-  Matrix m(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
-  if (data.size()) std::memcpy(m.data(), data.begin(), data.size());
-  return m;
-}
-
-}  // namespace
 
 bytes encode(const context& c, const computation_push& m) {
   capnp::MallocMessageBuilder mb;
