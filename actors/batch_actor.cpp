@@ -374,9 +374,7 @@ wire_message serve_halo(batch_state& st, const wire_message& m) {
 
 wire_message traffic_report(batch_state& st, std::uint64_t step) {
   wire::control out{.h = {step, st.part->part}, .what = wire::control_kind::result};
-  out.counts.assign(st.sent.bytes.begin(), st.sent.bytes.end());
-  out.counts.insert(out.counts.end(), st.sent.messages.begin(), st.sent.messages.end());
-  out.counts.push_back(st.rejected);
+  out.counts = st.sent.to_report(st.rejected);
   return pack(wire::kind::control, wire::encode(st.ctx, out));
 }
 

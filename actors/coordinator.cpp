@@ -12,13 +12,7 @@ wire_message pack(wire::kind k, wire::bytes b) {
 }
 
 void add_counts(cluster_traffic& t, const std::vector<std::uint64_t>& counts) {
-  if (counts.size() != 2 * wire::kNumKinds + 1)
-    throw std::runtime_error("traffic report has the wrong size");
-  for (int i = 0; i < wire::kNumKinds; ++i) {
-    t.sent.bytes[i] += counts[i];
-    t.sent.messages[i] += counts[wire::kNumKinds + i];
-  }
-  t.rejected += counts[2 * wire::kNumKinds];
+  t.rejected += t.sent.add_report(counts);
 }
 
 }  // namespace

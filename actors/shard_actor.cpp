@@ -73,12 +73,10 @@ shard_actor::behavior_type shard_behavior(shard_actor::stateful_pointer<shard_st
         auto& st = self->state;
         try {
           if (static_cast<wire::kind>(request.kind) == wire::kind::control) {
-            // Traffic report: bytes per kind, then messages per kind, then rejected requests.
+            // Traffic report (see wire::traffic::to_report).
             wire::control c = wire::decode_control(st.ctx, request.bytes);
             wire::control out{.h = {c.h.step, st.part->part}, .what = wire::control_kind::result};
-            out.counts.assign(st.sent.bytes.begin(), st.sent.bytes.end());
-            out.counts.insert(out.counts.end(), st.sent.messages.begin(), st.sent.messages.end());
-            out.counts.push_back(st.rejected);
+            out.counts = st.sent.to_report(st.rejected);
             return wire_message{static_cast<std::uint16_t>(wire::kind::control),
                                 wire::encode(st.ctx, out)};
           }

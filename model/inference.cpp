@@ -2,6 +2,8 @@
 // the source rows of the previous layer's output, apply the layer, scatter the rows back.
 #include "model/inference.hpp"
 
+#include "model/block_builder.hpp"
+
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
@@ -10,40 +12,29 @@ namespace degnn {
 
 block full_neighbor_block(const csr_graph& g, std::span<const node_id> dst,
                           std::vector<std::int32_t>& scratch) {
-  block b;
-  b.num_dst_nodes = static_cast<std::int32_t>(dst.size());
-  b.src_nodes.assign(dst.begin(), dst.end());
-  for (std::int32_t i = 0; i < b.num_dst_nodes; ++i) {
-    if (scratch[dst[i]] != -1) {
-      for (std::int32_t j = 0; j < i; ++j)
-        scratch[dst[j]] = -1;
-      throw std::invalid_argument("full_neighbor_block: a destination appears twice");
-    }
-    scratch[dst[i]] = i;
-  }
-  b.indptr.resize(dst.size() + 1);
-  b.indptr[0] = 0;
+  // Every in-neighbour "picked": the rows of the CSR, concatenated, relabelled as the sampler does.
+  std::vector<std::int32_t> counts(dst.size());
   edge_offset total = 0;
-  for (node_id v : dst)
-    total += g.in_degree(v);
+  for (std::size_t i = 0; i < dst.size(); ++i) {
+    counts[i] = static_cast<std::int32_t>(g.in_degree(dst[i]));
+    total += counts[i];
+  }
   if (total > INT32_MAX) throw std::invalid_argument("full_neighbor_block: too many edges");
-  b.indices.reserve(static_cast<std::size_t>(total));
-  for (std::int32_t i = 0; i < b.num_dst_nodes; ++i) {
-    for (node_id u : g.in_neighbors(dst[i])) {
-      std::int32_t& local = scratch[u];
-      if (local == -1) {
-        local = b.num_src();
-        b.src_nodes.push_back(u);
-      }
-      b.indices.push_back(local);
-    }
-    b.indptr[i + 1] = static_cast<std::int32_t>(b.indices.size());
+  std::vector<node_id> picks;
+  picks.reserve(static_cast<std::size_t>(total));
+  for (node_id v : dst) {
+    const auto row = g.in_neighbors(v);
+    picks.insert(picks.end(), row.begin(), row.end());
+  }
+  block b;
+  try {
+    b = assemble_block(dst, counts, picks, scratch);
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument("full_neighbor_block: a destination appears twice");
   }
   b.src_degree.resize(b.src_nodes.size());
-  for (std::size_t k = 0; k < b.src_nodes.size(); ++k) {
+  for (std::size_t k = 0; k < b.src_nodes.size(); ++k)
     b.src_degree[k] = static_cast<std::int32_t>(g.in_degree(b.src_nodes[k]));
-    scratch[b.src_nodes[k]] = -1;
-  }
   return b;
 }
 

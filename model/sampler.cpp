@@ -2,6 +2,8 @@
 // sequential relabel (first-appearance order, so the output does not depend on thread count).
 #include "model/sampler.hpp"
 
+#include "model/block_builder.hpp"
+
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
@@ -158,41 +160,21 @@ block neighbor_sampler::sample_layer(std::span<const node_id> dst, int fanout, s
         pick_uniform(g_.in_neighbors(dst[i]), fanout, rng, picked_.data() + slot_[i]);
   }
 
-  // Relabel phase: destinations take locals 0..num_dst-1, new sources follow in order of first
-  // appearance. Sequential: one dense-array probe per edge is far cheaper than the picks.
+  // Relabel phase (shared with the distributed batch owners): compact the rows' picks in place —
+  // every row's slot starts at or after the total of the rows before it — then relabel.
+  std::int64_t written = 0;
+  for (std::int64_t i = 0; i < num_dst; ++i) {
+    std::copy_n(picked_.data() + slot_[i], picked_count_[i], picked_.data() + written);
+    written += picked_count_[i];
+  }
   block b;
-  b.num_dst_nodes = static_cast<std::int32_t>(num_dst);
-  b.src_nodes.assign(dst.begin(), dst.end());
-  for (std::int64_t i = 0; i < num_dst; ++i) {
-    if (local_[dst[i]] != -1) {
-      for (std::int64_t j = 0; j < i; ++j)
-        local_[dst[j]] = -1;
-      throw std::invalid_argument("sample_blocks: seed " + std::to_string(dst[i]) +
-                                  " appears twice in the batch");
-    }
-    local_[dst[i]] = static_cast<std::int32_t>(i);
+  try {
+    b = assemble_block(dst, picked_count_, std::span(picked_.data(), static_cast<size_t>(written)),
+                       local_);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("sample_blocks: a seed appears twice in the batch (") +
+                                e.what() + ")");
   }
-  b.indptr.resize(static_cast<size_t>(num_dst) + 1);
-  b.indptr[0] = 0;
-  for (std::int64_t i = 0; i < num_dst; ++i)
-    b.indptr[i + 1] = b.indptr[i] + picked_count_[i];
-  b.indices.resize(static_cast<size_t>(b.indptr[num_dst]));
-  std::int32_t* out = b.indices.data();
-  for (std::int64_t i = 0; i < num_dst; ++i) {
-    const node_id* row = picked_.data() + slot_[i];
-    for (std::int32_t j = 0; j < picked_count_[i]; ++j) {
-      const node_id u = row[j];
-      std::int32_t l = local_[u];
-      if (l < 0) {
-        l = static_cast<std::int32_t>(b.src_nodes.size());
-        local_[u] = l;
-        b.src_nodes.push_back(u);
-      }
-      *out++ = l;
-    }
-  }
-  for (const node_id u : b.src_nodes)
-    local_[u] = -1;  // touched-list reset, O(sources)
 
   const auto num_src = static_cast<std::int64_t>(b.src_nodes.size());
   b.src_degree.resize(static_cast<size_t>(num_src));

@@ -4,7 +4,9 @@
 
 #include <array>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "serialization/wire.hpp"
 
@@ -30,6 +32,26 @@ struct traffic {
     return *this;
   }
   bool operator==(const traffic&) const = default;
+
+  /// The counters as a traffic report (control message counts): bytes per kind, messages per
+  /// kind, then the number of rejected requests.
+  std::vector<std::uint64_t> to_report(std::uint64_t rejected) const {
+    std::vector<std::uint64_t> out(bytes.begin(), bytes.end());
+    out.insert(out.end(), messages.begin(), messages.end());
+    out.push_back(rejected);
+    return out;
+  }
+  /// Adds a report made by to_report; returns its rejected count. Throws std::invalid_argument
+  /// for a report of the wrong size.
+  std::uint64_t add_report(const std::vector<std::uint64_t>& report) {
+    if (report.size() != 2 * kNumKinds + 1)
+      throw std::invalid_argument("traffic report has the wrong size");
+    for (int i = 0; i < kNumKinds; ++i) {
+      bytes[i] += report[i];
+      messages[i] += report[kNumKinds + i];
+    }
+    return report[2 * kNumKinds];
+  }
   /// {"sample_request":123,...} with the non-zero kinds only, for JSON metrics lines.
   std::string bytes_json() const {
     std::string s = "{";
