@@ -375,6 +375,9 @@ wire_message serve_halo(batch_state& st, const wire_message& m) {
 wire_message traffic_report(batch_state& st, std::uint64_t step) {
   wire::control out{.h = {step, st.part->part}, .what = wire::control_kind::result};
   out.counts = st.sent.to_report(st.rejected);
+  // Then the work counters (the coordinator tells the two apart by length).
+  const auto work = st.work.to_list();
+  out.counts.insert(out.counts.end(), work.begin(), work.end());
   return pack(wire::kind::control, wire::encode(st.ctx, out));
 }
 
@@ -427,6 +430,7 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
                   return st.settings.decentralized ? start_decentralized_step(self, c)
                                                    : start_step(self, c);
                 case wire::control_kind::gradient: {
+                  if (st.settings.decentralized) backward_served_steps(st, c.h.step);
                   wire::allreduce_chunk out{.h = {c.h.step, st.part->part},
                                             .values = st.replica->gradient()};
                   auto msg = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
@@ -471,7 +475,7 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
             case wire::kind::halo_request:
               return serve_halo(st, m);
             case wire::kind::computation_push:
-              return serve_push(st, m);
+              return serve_push(self, m);
             case wire::kind::gradient_return:
               return serve_gradient_return(st, m);
             case wire::kind::embedding_get:

@@ -8,8 +8,10 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "actors/compute_counters.hpp"
 #include "actors/messages.hpp"
 #include "model/local_cg.hpp"
 #include "model/partition_book.hpp"
@@ -27,14 +29,32 @@ struct batch_settings {
   std::chrono::milliseconds timeout{60000};  ///< every request's limit
   int history_bits = 8;                      ///< 32 (off), 16, 8, 4 or 2 bits per historical value
   bool stochastic_rounding = false;
+  /// A halo row used at step t was confirmed current by its owner at a step > t - staleness.
+  int staleness = 1;
+  bool fuse_targets = true;  ///< CG fusion level 1: nodes shared by a push's targets computed once
+  bool fuse_pushes = true;   ///< level 2: one sub-graph for all pushes of a step (needs level 1)
 };
 
-/// What a shard keeps of a computation push until its gradient returns.
-struct pending_push {
-  local_cg cg;
-  local_cg_state state;
-  std::vector<std::int32_t> counts;        ///< per target: its neighbours here
-  std::vector<std::int32_t> neighbor_row;  ///< per listed neighbour: its row among cg.targets
+/// One push as the receiving shard serves it: where its nodes are computed and the gradient it
+/// got back.
+struct served_push {
+  wire::computation_push push;
+  caf::typed_response_promise<wire_message> rp;
+  /// Per listed neighbour and per asked row: (sub-graph, row among its targets).
+  std::vector<std::pair<std::int32_t, std::int32_t>> neighbor_at, row_at;
+  std::optional<wire::gradient_return> grad;
+};
+
+/// Everything a shard holds for one step: every owner's push (its own included), the sub-graphs
+/// computing them, what their backward needs and the history rows they produced.
+struct served_step {
+  std::vector<std::optional<served_push>> pushes;  ///< by sender
+  int received = 0;
+  bool computed = false;
+  std::vector<local_cg> graphs;
+  std::vector<local_cg_state> states;
+  std::vector<Matrix> outs;              ///< per graph: its targets' rows
+  std::vector<std::vector<Matrix>> pre;  ///< per graph, per block: rows to write back as history
 };
 
 /// Where the batch actor's peers are. Index = partition id; the entry of its own part is unused.
@@ -66,10 +86,12 @@ struct batch_state {
   // -- decentralized pipeline --
   std::vector<Matrix> history;  ///< history[l]: last computed h^(l) of owned nodes
   std::vector<std::vector<std::uint64_t>> history_version;  ///< step each row was computed at
-  std::vector<Matrix> halo_rows;      ///< halo_rows[l]: cached rows of part->halo at level l
+  std::vector<Matrix> halo_rows;  ///< halo_rows[l]: cached rows of part->halo at level l
+  std::vector<std::vector<std::uint64_t>> halo_version;  ///< version held (wire::kNoVersion: none)
+  std::vector<std::vector<std::int64_t>> halo_checked;  ///< step its owner confirmed it (-1: never)
   bool halo_features_loaded = false;  ///< level 0 (features) is pulled once: it never changes
-  std::uint64_t halo_since = 0;  ///< next refresh asks only for history rows of version >= this
-  std::map<std::pair<std::uint64_t, std::int32_t>, pending_push> pending;  ///< by (step, sender)
+  std::map<std::uint64_t, served_step> served;  ///< by step
+  compute_counters work;
 };
 
 /// Spawn with `sys.spawn(batch_behavior, part, book, view, replica_config, settings, ctx)`.

@@ -36,13 +36,18 @@ inline void count(batch_state& st, int to_part, const wire_message& m) {
 /// Owner side of one step: sample the seeds' neighbours, push to their owners, top layer, loss,
 /// gradients back; replies with the step statistics once every shard finished its backward.
 caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::control& c);
-/// Shard side: computes a push's targets' partial sums (and keeps what its backward needs).
-wire_message serve_push(batch_state& st, const wire_message& m);
-/// Shard side: back-propagates a push's partial-sum gradients through its sub-graph.
+/// Shard side: collects a step's pushes; once every part's is in, computes them (fused) and
+/// answers each with its targets' partial sums.
+caf::result<wire_message> serve_push(self_ptr self, const wire_message& m);
+/// Shard side: keeps a push's partial-sum gradients until the step's gradient is asked for.
 wire_message serve_gradient_return(batch_state& st, const wire_message& m);
+/// Shard side: back-propagates the kept gradients of every step up to `upto` in sender order and
+/// commits those steps' history rows.
+void backward_served_steps(batch_state& st, std::uint64_t upto);
 /// Serves the historical embeddings (quantized) of owned nodes.
 wire_message serve_embedding_get(batch_state& st, const wire_message& m);
-/// Pulls the halo rows of every history level (and, the first time, of the features).
+/// Brings the whole halo cache up to date: features the first time, then every history level
+/// (rows newer than the held version only). Run once before the first step.
 caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c);
 /// Seeds the history with the exact embeddings of the last evaluation pass.
 wire_message init_history(batch_state& st, const wire::control& c);

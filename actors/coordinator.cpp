@@ -11,8 +11,16 @@ wire_message pack(wire::kind k, wire::bytes b) {
   return {static_cast<std::uint16_t>(k), std::move(b)};
 }
 
-void add_counts(cluster_traffic& t, const std::vector<std::uint64_t>& counts) {
+// A report is the traffic counters, then (batch actors only) the work counters.
+void add_counts(cluster_traffic& t, std::vector<std::uint64_t> counts) {
+  constexpr size_t traffic_size = 2 * wire::kNumKinds + 1;
+  std::vector<std::uint64_t> work;
+  if (counts.size() == traffic_size + compute_counters::kSize) {
+    work.assign(counts.begin() + traffic_size, counts.end());
+    counts.resize(traffic_size);
+  }
   t.rejected += t.sent.add_report(counts);
+  if (!work.empty()) t.work += compute_counters::from_list(work);
 }
 
 }  // namespace
@@ -119,9 +127,7 @@ void coordinator::apply_average(std::vector<float> sum, int contributors,
 }
 
 step_result coordinator::step_decentralized(std::uint32_t epoch, std::uint64_t index,
-                                            std::uint64_t global_step, bool refresh) {
-  if (refresh)
-    broadcast_control({.h = {global_step, 0}, .what = wire::control_kind::refresh}, "halo refresh");
+                                            std::uint64_t global_step) {
   step_result r;
   int contributors = 0;
   for (const auto& m : broadcast_control({.h = {global_step, 0},

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <vector>
 
+#include "actors/compute_counters.hpp"
 #include "actors/messages.hpp"
 #include "serialization/traffic.hpp"
 
@@ -28,6 +29,7 @@ struct eval_result {
 struct cluster_traffic {
   wire::traffic sent;          ///< all messages that crossed nodes
   std::uint64_t rejected = 0;  ///< requests any actor refused
+  compute_counters work;       ///< decentralized: summed over the batch actors
 };
 
 class coordinator {
@@ -42,12 +44,12 @@ class coordinator {
   /// average. Throws std::runtime_error naming the actor when any request fails or times out.
   step_result step(std::uint32_t epoch, std::uint64_t index, std::uint64_t global_step);
 
-  /// One decentralized step: when `refresh`, every worker first pulls its halo's historical
-  /// embeddings; then every worker runs its batch (pushing computation to the owners of its
-  /// seeds' neighbours), then the gradients every worker accumulated (its own batch and the pushes
-  /// it served) are averaged over the workers that had seeds and applied everywhere.
+  /// One decentralized step: every worker runs its batch (pushing computation to the owners of
+  /// its seeds' neighbours, which pull the stale history they read), then the gradients every
+  /// worker accumulated (its own batch and the pushes it served) are averaged over the workers
+  /// that had seeds and applied everywhere.
   step_result step_decentralized(std::uint32_t epoch, std::uint64_t index,
-                                 std::uint64_t global_step, bool refresh);
+                                 std::uint64_t global_step);
 
   /// Initialises the decentralized pipeline's history with one exact inference pass.
   void init_history(int num_layers, std::uint64_t global_step);

@@ -1,7 +1,10 @@
-// The decentralized (DEGNN) step of the batch actor: the owner samples its seeds' neighbours and
-// pushes them to their owners; each owner expands its nodes locally (LAMP), uses historical
-// embeddings for remote leaves, and returns one partial sum per target; gradients of the partial
-// sums flow back the same way. Also the history: write-back, serving, halo refresh.
+// The decentralized (DEGNN) step of the batch actor. The owner samples its seeds' neighbours and
+// pushes every shard (itself included) one computation push; a shard waits for the pushes of all
+// owners, expands their nodes locally (LAMP) into one fused sub-graph, pulls the historical rows
+// of remote leaves that are older than the staleness bound, and returns one partial sum per
+// target. Gradients of the partial sums come back and are applied in sender order when the
+// coordinator asks for the step's gradient, which is also when the step's history is committed:
+// both make a run bit-deterministic whatever order messages arrive in.
 #include <algorithm>
 #include <map>
 
@@ -14,6 +17,9 @@ namespace degnn::batch_detail {
 
 namespace {
 
+/// Served steps this far behind the newest push are abandoned (their senders gave up long ago).
+constexpr std::uint64_t kAbandonAfter = 8;
+
 std::uint64_t dropout_seed_of(const batch_state& st, std::uint64_t step) {
   return mix64(st.settings.seed ^ mix64(step));
 }
@@ -22,45 +28,261 @@ int top_level(const batch_state& st) {
   return static_cast<int>(st.settings.fanouts.size()) - 1;
 }
 
+int num_parts(const batch_state& st) {
+  return static_cast<int>(st.view->batchers.size());
+}
+
+/// Width of the rows a push's answer carries: h^(top) of the model, or the features.
+Eigen::Index push_width(const batch_state& st) {
+  const int top = top_level(st);
+  return top > 0 ? st.replica->model().layer(top - 1).out_dim() : st.part->features.cols();
+}
+
+size_t halo_index(const batch_state& st, node_id g) {
+  const auto& halo = st.part->halo;
+  const auto it = std::lower_bound(halo.begin(), halo.end(), g);
+  if (it == halo.end() || *it != g) {
+    throw wire::wire_error("node " + std::to_string(g) + " is not in partition " +
+                           std::to_string(st.part->part) + "'s halo");
+  }
+  return static_cast<size_t>(it - halo.begin());
+}
+
 // Rows of every remote leaf of cg, from the halo cache.
 std::vector<Matrix> leaf_rows(const batch_state& st, const local_cg& cg) {
-  const auto& halo = st.part->halo;
   std::vector<Matrix> out(cg.remote_leaves.size());
   for (size_t k = 0; k < cg.remote_leaves.size(); ++k) {
     const auto& ids = cg.remote_leaves[k];
     if (ids.empty()) continue;
     if (k >= st.halo_rows.size() ||
-        st.halo_rows[k].rows() != static_cast<Eigen::Index>(halo.size())) {
+        st.halo_rows[k].rows() != static_cast<Eigen::Index>(st.part->halo.size())) {
       throw wire::wire_error("no halo rows at level " + std::to_string(k) +
                              " yet (history not initialised)");
     }
     out[k].resize(static_cast<Eigen::Index>(ids.size()), st.halo_rows[k].cols());
-    for (size_t i = 0; i < ids.size(); ++i) {
-      const auto it = std::lower_bound(halo.begin(), halo.end(), ids[i]);
-      out[k].row(static_cast<Eigen::Index>(i)) = st.halo_rows[k].row(it - halo.begin());
-    }
+    for (size_t i = 0; i < ids.size(); ++i)
+      out[k].row(static_cast<Eigen::Index>(i)) =
+          st.halo_rows[k].row(static_cast<Eigen::Index>(halo_index(st, ids[i])));
   }
   return out;
 }
 
-// Forward of a local graph in training mode, with the history write-back of every owned node it
-// computed below the top level.
-Matrix forward_and_write_back(batch_state& st, const local_cg& cg, local_cg_state& state,
-                              std::uint64_t step) {
-  std::vector<Matrix> pre;
-  Matrix out = forward_local_cg(st.replica->model(), cg, st.part->features, leaf_rows(st, cg), true,
-                                dropout_seed_of(st, step), state, &pre);
-  for (int k = 0; k + 1 < cg.top_level; ++k) {
-    const size_t level = static_cast<size_t>(k) + 1;
-    if (level >= st.history.size() || st.history[level].rows() == 0) continue;
-    const block& b = cg.blocks[static_cast<size_t>(k)];
-    for (std::int32_t i = 0; i < b.num_dst(); ++i) {
-      const node_id l = st.book->local_id(b.src_nodes[static_cast<size_t>(i)]);
-      st.history[level].row(l) = pre[static_cast<size_t>(k)].row(i);
-      st.history_version[level][static_cast<size_t>(l)] = step + 1;  // 0: from initialisation
+void fail_step(batch_state& st, served_step& s, const std::string& why) {
+  for (auto& p : s.pushes) {
+    if (p && p->rp.pending()) p->rp.deliver(as_error(st, why));
+  }
+}
+
+// -- the shard's side --
+
+// Forward of the step's sub-graphs (their leaves are current) and one answer per push.
+void finish_step(self_ptr self, std::uint64_t step) {
+  auto& st = self->state;
+  const auto it = st.served.find(step);
+  if (it == st.served.end()) return;
+  served_step& s = it->second;
+  try {
+    const size_t n = s.graphs.size();
+    s.states.resize(n);
+    s.outs.resize(n);
+    s.pre.resize(n);
+    for (size_t g = 0; g < n; ++g) {
+      s.outs[g] = forward_local_cg(st.replica->model(), s.graphs[g], st.part->features,
+                                   leaf_rows(st, s.graphs[g]), true, dropout_seed_of(st, step),
+                                   s.states[g], &s.pre[g]);
+      ++st.work.graphs;
+      for (const block& b : s.graphs[g].blocks) {
+        st.work.nodes += static_cast<std::uint64_t>(b.num_dst());
+        st.work.edges += b.indices.size();
+        ++st.work.kernel_calls;
+      }
+    }
+    const Eigen::Index width = push_width(st);
+    s.computed = true;
+    for (size_t q = 0; q < s.pushes.size(); ++q) {
+      served_push& p = *s.pushes[q];
+      wire::partial_aggregate res{.h = {step, st.part->part}, .counts = p.push.counts};
+      res.sums = Matrix::Zero(static_cast<Eigen::Index>(p.push.targets.size()), width);
+      size_t j = 0;
+      for (size_t t = 0; t < p.push.targets.size(); ++t) {
+        for (std::int32_t k = 0; k < p.push.counts[t]; ++k, ++j) {
+          const auto [g, r] = p.neighbor_at[j];
+          res.sums.row(static_cast<Eigen::Index>(t)) += s.outs[static_cast<size_t>(g)].row(r);
+        }
+      }
+      res.own_rows.resize(static_cast<Eigen::Index>(p.row_at.size()), width);
+      for (size_t i = 0; i < p.row_at.size(); ++i) {
+        const auto [g, r] = p.row_at[i];
+        res.own_rows.row(static_cast<Eigen::Index>(i)) = s.outs[static_cast<size_t>(g)].row(r);
+      }
+      auto msg = pack(wire::kind::partial_aggregate, wire::encode(st.ctx, res));
+      count(st, static_cast<int>(q), msg);
+      p.rp.deliver(std::move(msg));
+    }
+  } catch (const std::exception& e) {
+    ++st.rejected;
+    fail_step(st, s, "step " + std::to_string(step) + ": " + e.what());
+    st.served.erase(it);
+  }
+}
+
+// A graph to build: the owned nodes it computes, and where each push item's node lands in it.
+struct graph_plan {
+  std::vector<node_id> targets;
+};
+
+// All pushes of the step are in: plan the sub-graphs (fused or not), expand them, pull the halo
+// rows they read that are older than the staleness bound, then finish.
+void compute_step(self_ptr self, std::uint64_t step) {
+  auto& st = self->state;
+  served_step& s = st.served.at(step);
+  const auto& part = *st.part;
+  const int top = top_level(st);
+  std::vector<graph_plan> plans;
+  // Adds node u to plan g (once) and returns its row there.
+  auto place = [&](size_t g, node_id u) -> std::pair<std::int32_t, std::int32_t> {
+    auto& tg = plans[g].targets;
+    if (st.scratch[u] == -1) {
+      st.scratch[u] = static_cast<std::int32_t>(tg.size());
+      tg.push_back(u);
+    }
+    return {static_cast<std::int32_t>(g), st.scratch[u]};
+  };
+  auto close = [&](size_t g) {
+    for (node_id u : plans[g].targets)
+      st.scratch[u] = -1;
+  };
+  const bool fuse_all = st.settings.fuse_targets && st.settings.fuse_pushes;
+  if (fuse_all) plans.emplace_back();
+  for (auto& slot : s.pushes) {
+    served_push& p = *slot;
+    p.neighbor_at.clear();
+    p.row_at.clear();
+    if (st.settings.fuse_targets) {
+      // Level 1: one graph per push (level 2: one for every push); rows first, as the centralized
+      // batch orders a batch's seeds before their neighbours.
+      if (!fuse_all) plans.emplace_back();
+      const size_t g = plans.size() - 1;
+      for (node_id u : p.push.rows)
+        p.row_at.push_back(place(g, u));
+      for (node_id u : p.push.neighbors)
+        p.neighbor_at.push_back(place(g, u));
+      if (!fuse_all) close(g);
+    } else {
+      // No fusion: every asked row and every target's neighbours get a graph of their own.
+      for (node_id u : p.push.rows) {
+        plans.emplace_back();
+        p.row_at.push_back(place(plans.size() - 1, u));
+        close(plans.size() - 1);
+      }
+      size_t j = 0;
+      for (size_t t = 0; t < p.push.targets.size(); ++t) {
+        if (p.push.counts[t] == 0) continue;
+        plans.emplace_back();
+        for (std::int32_t k = 0; k < p.push.counts[t]; ++k, ++j)
+          p.neighbor_at.push_back(place(plans.size() - 1, p.push.neighbors[j]));
+        close(plans.size() - 1);
+      }
     }
   }
-  return out;
+  if (fuse_all) close(0);
+  try {
+    s.graphs.clear();
+    for (const auto& plan : plans) {
+      s.graphs.push_back(expand_local(part, *st.book, plan.targets, top, st.settings.fanouts,
+                                      st.settings.seed, step, st.scratch));
+    }
+    // Level 0 leaves read features (pulled once); higher levels read history, pulled when the
+    // cached row was last confirmed staleness or more steps ago.
+    for (const auto& cg : s.graphs) {
+      if (!cg.remote_leaves.empty() && !cg.remote_leaves[0].empty() && !st.halo_features_loaded)
+        throw wire::wire_error("halo features not loaded (history not initialised)");
+    }
+    std::map<std::pair<int, int>, wire::embedding_get> gets;  // (owner, level)
+    std::vector<std::vector<char>> asked(static_cast<size_t>(std::max(top, 1)));
+    for (const auto& cg : s.graphs) {
+      for (int k = 1; k < top; ++k) {
+        const auto ku = static_cast<size_t>(k);
+        if (ku >= st.halo_checked.size())
+          throw wire::wire_error("no halo history at level " + std::to_string(k));
+        if (asked[ku].empty()) asked[ku].assign(part.halo.size(), 0);
+        for (node_id u : cg.remote_leaves[ku]) {
+          const size_t i = halo_index(st, u);
+          if (asked[ku][i]) continue;
+          const std::int64_t checked = st.halo_checked[ku][i];
+          if (checked >= 0 && checked + st.settings.staleness > static_cast<std::int64_t>(step))
+            continue;
+          asked[ku][i] = 1;
+          auto& req = gets[{part.halo_owner[i], k}];
+          req.nodes.push_back(u);
+          req.held.push_back(st.halo_version[ku][i]);
+        }
+      }
+    }
+    if (gets.empty()) {
+      finish_step(self, step);
+      return;
+    }
+    std::vector<batch_request> requests;
+    std::vector<wire::embedding_get> asks;
+    for (auto& [key, req] : gets) {
+      req.h = {step, part.part};
+      req.layer = static_cast<std::uint8_t>(key.second);
+      auto msg = pack(wire::kind::embedding_get, wire::encode(st.ctx, req));
+      count(st, key.first, msg);
+      requests.push_back({st.view->batchers[static_cast<size_t>(key.first)], std::move(msg)});
+      asks.push_back(std::move(req));
+    }
+    gather(
+        self, batch_atom_v, std::move(requests), st.settings.timeout,
+        [self, step, asks = std::move(asks)](std::vector<wire_message>& replies) {
+          auto& st = self->state;
+          try {
+            for (size_t r = 0; r < replies.size(); ++r) {
+              const auto rows = wire::decode_embedding_rows(st.ctx, replies[r].bytes);
+              const auto& ask = asks[r];
+              const auto level = static_cast<size_t>(ask.layer);
+              if (rows.layer != ask.layer)
+                throw wire::wire_error("embedding_rows for another level");
+              if (rows.nodes.size() > ask.nodes.size())
+                throw wire::wire_error("embedding_rows has more rows than were asked for");
+              const Matrix values = quantizer(static_cast<int>(rows.cols), rows.bits)
+                                        .decode(rows.payload, rows.row_min, rows.row_scale);
+              Matrix& cache = st.halo_rows[level];
+              if (values.rows() > 0 && values.cols() != cache.cols())
+                throw wire::wire_error("embedding_rows of the wrong width");
+              for (size_t k = 0; k < rows.nodes.size(); ++k) {
+                const size_t i = halo_index(st, rows.nodes[k]);
+                cache.row(static_cast<Eigen::Index>(i)) = values.row(static_cast<Eigen::Index>(k));
+                st.halo_version[level][i] = rows.versions[k];
+              }
+              st.work.rows_pulled += rows.nodes.size();
+              // Rows that did not come back are unchanged: confirmed current as well.
+              for (node_id u : ask.nodes)
+                st.halo_checked[level][halo_index(st, u)] = static_cast<std::int64_t>(step);
+            }
+          } catch (const std::exception& e) {
+            ++st.rejected;
+            const auto it = st.served.find(step);
+            if (it == st.served.end()) return;
+            fail_step(st, it->second, std::string("history pull: ") + e.what());
+            st.served.erase(it);
+            return;
+          }
+          finish_step(self, step);
+        },
+        [self, step](const caf::error& err) {
+          auto& st = self->state;
+          const auto it = st.served.find(step);
+          if (it == st.served.end()) return;
+          fail_step(st, it->second, "history pull failed: " + caf::to_string(err));
+          st.served.erase(it);
+        });
+  } catch (const std::exception& e) {
+    ++st.rejected;
+    fail_step(st, s, "step " + std::to_string(step) + ": " + e.what());
+    st.served.erase(step);
+  }
 }
 
 // One step in flight on its owner.
@@ -68,15 +290,90 @@ struct owner_job {
   std::uint64_t step = 0;
   std::vector<node_id> seeds;
   std::vector<std::int32_t> counts;  ///< sampled neighbours per seed
-  local_cg self_cg;
-  local_cg_state self_state;
-  Matrix self_out;  ///< rows of self_cg.targets: seeds, then the owned neighbours
-  /// Per seed, its owned neighbours' rows in self_out (concatenated, offsets by seed).
-  std::vector<std::int32_t> local_offsets, local_rows;
-  std::vector<int> owners;  ///< remote owners pushed to, in request order
-  std::vector<std::vector<std::int32_t>> push_targets;  ///< per push: seed positions
+  /// Per part: the seed positions its push's targets stand for.
+  std::vector<std::vector<std::int32_t>> push_targets;
   promise rp;
 };
+
+// The owner's half once every part answered: neighbour means, top layer, loss, its backward,
+// and the gradients of the partial sums back to their shards.
+void finish_owner_step(self_ptr self, const std::shared_ptr<owner_job>& job,
+                       std::vector<wire_message>& replies) {
+  auto& st = self->state;
+  const int me = st.part->part;
+  const auto b = static_cast<Eigen::Index>(job->seeds.size());
+  const Eigen::Index width = push_width(st);
+  Matrix agg = Matrix::Zero(b, width);
+  Matrix h_self;
+  for (size_t q = 0; q < replies.size(); ++q) {
+    if (replies[q].kind != static_cast<std::uint16_t>(wire::kind::partial_aggregate))
+      throw wire::wire_error("expected a partial_aggregate");
+    const auto pa = wire::decode_partial_aggregate(st.ctx, replies[q].bytes);
+    const auto& targets = job->push_targets[q];
+    if (pa.sums.rows() != static_cast<Eigen::Index>(targets.size()) ||
+        (!targets.empty() && pa.sums.cols() != width)) {
+      throw wire::wire_error("partial_aggregate from part " + std::to_string(q) +
+                             " has the wrong shape");
+    }
+    for (size_t t = 0; t < targets.size(); ++t)
+      agg.row(targets[t]) += pa.sums.row(static_cast<Eigen::Index>(t));
+    if (static_cast<int>(q) == me) h_self = pa.own_rows;
+  }
+  if (h_self.rows() != b || (b > 0 && h_self.cols() != width))
+    throw wire::wire_error("the owner's own rows have the wrong shape");
+  wire::allreduce_chunk stats{.h = {job->step, me}};
+  Matrix grad_self, grad_agg;
+  if (b > 0) {
+    for (Eigen::Index i = 0; i < b; ++i) {
+      if (job->counts[static_cast<size_t>(i)] > 0)
+        agg.row(i) /= static_cast<float>(job->counts[static_cast<size_t>(i)]);
+    }
+    auto& model = st.replica->model();
+    top_layer_state top;
+    const Matrix logits = top_forward(model, job->seeds, h_self, agg, job->counts, top);
+    std::vector<std::int32_t> labels(job->seeds.size());
+    for (size_t i = 0; i < labels.size(); ++i)
+      labels[i] = st.part->labels[st.book->local_id(job->seeds[i])];
+    Matrix grad_logits;
+    const double mean_loss = softmax_cross_entropy(logits, labels, grad_logits);
+    for (Eigen::Index r = 0; r < logits.rows(); ++r) {
+      if (labels[static_cast<size_t>(r)] < 0) continue;
+      ++stats.seeds;
+      Eigen::Index best = 0;
+      logits.row(r).maxCoeff(&best);
+      stats.correct += best == labels[static_cast<size_t>(r)];
+    }
+    stats.loss = mean_loss * stats.seeds;
+    top_backward(model, top, grad_logits, grad_self, grad_agg);
+    // d loss / d (a shard's partial sum of seed i) = d loss / d agg_i / count_i.
+    for (Eigen::Index i = 0; i < b; ++i) {
+      if (job->counts[static_cast<size_t>(i)] > 0)
+        grad_agg.row(i) /= static_cast<float>(job->counts[static_cast<size_t>(i)]);
+    }
+  }
+  std::vector<batch_request> returns;
+  for (size_t q = 0; q < job->push_targets.size(); ++q) {
+    wire::gradient_return g{.h = {job->step, me}};
+    const auto& targets = job->push_targets[q];
+    g.grads.resize(static_cast<Eigen::Index>(targets.size()), width);
+    for (size_t t = 0; t < targets.size(); ++t)
+      g.grads.row(static_cast<Eigen::Index>(t)) = grad_agg.row(targets[t]);
+    if (static_cast<int>(q) == me && b > 0) g.own_grads = grad_self;
+    auto msg = pack(wire::kind::gradient_return, wire::encode(st.ctx, g));
+    count(st, static_cast<int>(q), msg);
+    returns.push_back({st.view->batchers[q], std::move(msg)});
+  }
+  auto reply = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, stats));
+  count(st, kCoordinatorPart, reply);
+  gather(
+      self, batch_atom_v, std::move(returns), st.settings.timeout,
+      [job, reply = std::move(reply)](std::vector<wire_message>&) mutable {
+        job->rp.deliver(std::move(reply));
+      },
+      [self, job](const caf::error& err) {
+        job->rp.deliver(as_error(self->state, "gradient return failed: " + caf::to_string(err)));
+      });
+}
 
 }  // namespace
 
@@ -85,52 +382,38 @@ caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::co
   const auto& part = *st.part;
   const auto& book = *st.book;
   const int me = part.part;
+  const int parts = num_parts(st);
   auto job = std::make_shared<owner_job>();
   job->step = c.h.step;
-  if (st.train_global.empty()) {
-    wire::allreduce_chunk out{.h = {c.h.step, me}};
-    auto msg = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
-    count(st, kCoordinatorPart, msg);
-    return msg;
+  if (!st.train_global.empty()) {
+    if (st.batches_epoch != c.epoch) {
+      st.batches = make_batches(st.train_global, st.settings.batch_size, st.settings.seed, c.epoch);
+      st.batches_epoch = c.epoch;
+    }
+    job->seeds = st.batches[static_cast<size_t>(c.value) % st.batches.size()];
   }
-  if (st.batches_epoch != c.epoch) {
-    st.batches = make_batches(st.train_global, st.settings.batch_size, st.settings.seed, c.epoch);
-    st.batches_epoch = c.epoch;
-  }
-  job->seeds = st.batches[static_cast<size_t>(c.value) % st.batches.size()];
   const auto b = job->seeds.size();
-  const int top = top_level(st);
-
-  // Hop 0 from the owner's own in-edges: the seeds are owned here.
-  std::vector<std::vector<node_id>> nbrs(b);
+  // Hop 0 from the owner's own in-edges (the seeds are owned here), grouped by owner. Every part
+  // gets a push, empty or not, so a shard knows when it has all of a step's pushes.
+  std::vector<wire::computation_push> pushes(static_cast<size_t>(parts));
+  job->push_targets.resize(static_cast<size_t>(parts));
+  for (auto& p : pushes) {
+    p.h = {job->step, me};
+    p.layer = static_cast<std::uint8_t>(top_level(st));
+  }
+  pushes[static_cast<size_t>(me)].rows = job->seeds;
   job->counts.resize(b);
+  std::vector<node_id> picks;
   for (size_t i = 0; i < b; ++i) {
     const auto row = part.in_neighbors_global(book.local_id(job->seeds[i]));
-    nbrs[i].resize(row.size());
+    picks.resize(row.size());
     row_rng rng(row_seed(st.settings.seed, job->step, 0, job->seeds[i]));
-    nbrs[i].resize(
-        static_cast<size_t>(pick_uniform(row, st.settings.fanouts[0], rng, nbrs[i].data())));
-    job->counts[i] = static_cast<std::int32_t>(nbrs[i].size());
-  }
-  // The owner computes its seeds (self term) and their owned neighbours: seeds first, then the
-  // neighbours by first appearance, as the centralized batch orders them.
-  std::vector<node_id> self_targets = job->seeds;
-  for (node_id v : self_targets)
-    st.scratch[v] = 1;
-  std::map<int, std::vector<std::int32_t>> remote;  // owner -> seed positions with neighbours there
-  std::map<int, wire::computation_push> pushes;
-  for (size_t i = 0; i < b; ++i) {
-    for (node_id u : nbrs[i]) {
-      const int q = book.owner(u);
-      if (q == me) {
-        if (st.scratch[u] == -1) {
-          st.scratch[u] = 1;
-          self_targets.push_back(u);
-        }
-        continue;
-      }
+    picks.resize(static_cast<size_t>(pick_uniform(row, st.settings.fanouts[0], rng, picks.data())));
+    job->counts[i] = static_cast<std::int32_t>(picks.size());
+    for (node_id u : picks) {
+      const auto q = static_cast<size_t>(book.owner(u));
       auto& p = pushes[q];
-      auto& targets = remote[q];
+      auto& targets = job->push_targets[q];
       if (targets.empty() || targets.back() != static_cast<std::int32_t>(i)) {
         targets.push_back(static_cast<std::int32_t>(i));
         p.targets.push_back(job->seeds[i]);
@@ -140,133 +423,22 @@ caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::co
       p.neighbors.push_back(u);
     }
   }
-  for (node_id v : self_targets)
-    st.scratch[v] = -1;
-  try {
-    job->self_cg = expand_local(part, book, self_targets, top, st.settings.fanouts,
-                                st.settings.seed, job->step, st.scratch);
-    job->self_out = forward_and_write_back(st, job->self_cg, job->self_state, job->step);
-  } catch (const std::exception& e) {
-    return as_error(st, std::string("decentralized step: ") + e.what());
-  }
-  // Rows of each seed's owned neighbours within self_out.
-  {
-    std::map<node_id, std::int32_t> row_of;
-    for (size_t r = 0; r < self_targets.size(); ++r)
-      row_of[self_targets[r]] = static_cast<std::int32_t>(r);
-    job->local_offsets.assign(b + 1, 0);
-    for (size_t i = 0; i < b; ++i) {
-      for (node_id u : nbrs[i]) {
-        if (book.owner(u) == me) job->local_rows.push_back(row_of[u]);
-      }
-      job->local_offsets[i + 1] = static_cast<std::int32_t>(job->local_rows.size());
-    }
-  }
   std::vector<batch_request> requests;
-  for (auto& [q, p] : pushes) {
-    p.h = {job->step, me};
-    p.layer = static_cast<std::uint8_t>(top);
-    auto msg = pack(wire::kind::computation_push, wire::encode(st.ctx, p));
+  for (int q = 0; q < parts; ++q) {
+    auto msg =
+        pack(wire::kind::computation_push, wire::encode(st.ctx, pushes[static_cast<size_t>(q)]));
     count(st, q, msg);
     requests.push_back({st.view->batchers[static_cast<size_t>(q)], std::move(msg)});
-    job->owners.push_back(q);
-    job->push_targets.push_back(std::move(remote[q]));
   }
   job->rp = self->make_response_promise<wire_message>();
   gather(
       self, batch_atom_v, std::move(requests), st.settings.timeout,
       [self, job](std::vector<wire_message>& replies) {
-        auto& st = self->state;
         try {
-          const auto b = static_cast<Eigen::Index>(job->seeds.size());
-          const Eigen::Index width = job->self_out.cols();
-          // Neighbour sums: the owner's own part, then every shard's partial sums.
-          Matrix agg = Matrix::Zero(b, width);
-          for (Eigen::Index i = 0; i < b; ++i) {
-            for (auto k = job->local_offsets[static_cast<size_t>(i)];
-                 k < job->local_offsets[static_cast<size_t>(i) + 1]; ++k) {
-              agg.row(i) += job->self_out.row(job->local_rows[static_cast<size_t>(k)]);
-            }
-          }
-          for (size_t r = 0; r < replies.size(); ++r) {
-            if (replies[r].kind != static_cast<std::uint16_t>(wire::kind::partial_aggregate)) {
-              throw wire::wire_error("expected a partial_aggregate");
-            }
-            const auto part_sums = wire::decode_partial_aggregate(st.ctx, replies[r].bytes);
-            const auto& targets = job->push_targets[r];
-            if (part_sums.sums.rows() != static_cast<Eigen::Index>(targets.size()) ||
-                part_sums.sums.cols() != width) {
-              throw wire::wire_error("partial_aggregate has the wrong shape");
-            }
-            for (size_t t = 0; t < targets.size(); ++t)
-              agg.row(targets[t]) += part_sums.sums.row(static_cast<Eigen::Index>(t));
-          }
-          for (Eigen::Index i = 0; i < b; ++i) {
-            if (job->counts[static_cast<size_t>(i)] > 0)
-              agg.row(i) /= static_cast<float>(job->counts[static_cast<size_t>(i)]);
-          }
-          // Top layer, loss, and its backward.
-          auto& model = st.replica->model();
-          top_layer_state top;
-          const Matrix h_self = job->self_out.topRows(b);
-          const Matrix logits = top_forward(model, job->seeds, h_self, agg, job->counts, top);
-          std::vector<std::int32_t> labels(job->seeds.size());
-          for (size_t i = 0; i < labels.size(); ++i)
-            labels[i] = st.part->labels[st.book->local_id(job->seeds[i])];
-          Matrix grad_logits;
-          const double mean_loss = softmax_cross_entropy(logits, labels, grad_logits);
-          wire::allreduce_chunk stats{.h = {job->step, st.part->part}};
-          for (Eigen::Index r = 0; r < logits.rows(); ++r) {
-            if (labels[static_cast<size_t>(r)] < 0) continue;
-            ++stats.seeds;
-            Eigen::Index best = 0;
-            logits.row(r).maxCoeff(&best);
-            stats.correct += best == labels[static_cast<size_t>(r)];
-          }
-          stats.loss = mean_loss * stats.seeds;
-          Matrix grad_self, grad_agg;
-          top_backward(model, top, grad_logits, grad_self, grad_agg);
-          // d loss / d (a shard's partial sum of seed i) = d loss / d agg_i / count_i.
-          for (Eigen::Index i = 0; i < b; ++i) {
-            if (job->counts[static_cast<size_t>(i)] > 0)
-              grad_agg.row(i) /= static_cast<float>(job->counts[static_cast<size_t>(i)]);
-          }
-          Matrix grad_out = Matrix::Zero(job->self_out.rows(), width);
-          grad_out.topRows(b) = grad_self;
-          for (Eigen::Index i = 0; i < b; ++i) {
-            for (auto k = job->local_offsets[static_cast<size_t>(i)];
-                 k < job->local_offsets[static_cast<size_t>(i) + 1]; ++k) {
-              grad_out.row(job->local_rows[static_cast<size_t>(k)]) += grad_agg.row(i);
-            }
-          }
-          backward_local_cg(model, job->self_cg, job->self_state, std::move(grad_out));
-          std::vector<batch_request> returns;
-          for (size_t r = 0; r < job->owners.size(); ++r) {
-            wire::gradient_return g{.h = {job->step, st.part->part}};
-            const auto& targets = job->push_targets[r];
-            g.grads.resize(static_cast<Eigen::Index>(targets.size()), width);
-            for (size_t t = 0; t < targets.size(); ++t)
-              g.grads.row(static_cast<Eigen::Index>(t)) = grad_agg.row(targets[t]);
-            auto msg = pack(wire::kind::gradient_return, wire::encode(st.ctx, g));
-            count(st, job->owners[r], msg);
-            returns.push_back(
-                {st.view->batchers[static_cast<size_t>(job->owners[r])], std::move(msg)});
-          }
-          auto reply = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, stats));
-          count(st, kCoordinatorPart, reply);
-          // The step is done when every shard has finished its backward.
-          gather(
-              self, batch_atom_v, std::move(returns), st.settings.timeout,
-              [job, reply = std::move(reply)](std::vector<wire_message>&) mutable {
-                job->rp.deliver(std::move(reply));
-              },
-              [self, job](const caf::error& err) {
-                job->rp.deliver(
-                    as_error(self->state, "gradient return failed: " + caf::to_string(err)));
-              });
+          finish_owner_step(self, job, replies);
         } catch (const std::exception& e) {
-          ++st.rejected;
-          job->rp.deliver(as_error(st, std::string("decentralized step: ") + e.what()));
+          ++self->state.rejected;
+          job->rp.deliver(as_error(self->state, std::string("decentralized step: ") + e.what()));
         }
       },
       [self, job](const caf::error& err) {
@@ -275,68 +447,125 @@ caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::co
   return job->rp;
 }
 
-wire_message serve_push(batch_state& st, const wire_message& m) {
-  const auto push = wire::decode_computation_push(st.ctx, m.bytes);
+caf::result<wire_message> serve_push(self_ptr self, const wire_message& m) {
+  auto& st = self->state;
+  auto push = wire::decode_computation_push(st.ctx, m.bytes);
   const auto& part = *st.part;
   const auto& book = *st.book;
+  const std::uint64_t step = push.h.step;
   if (push.layer != top_level(st))
     throw wire::wire_error("computation_push for layer " + std::to_string(push.layer));
-  pending_push pp;
-  pp.counts = push.counts;
-  std::vector<node_id> targets;
-  for (node_id u : push.neighbors) {
-    if (u >= book.num_nodes() || book.owner(u) != part.part) {
-      throw wire::wire_error("computation_push names node " + std::to_string(u) +
-                             ", not owned here");
+  if (push.h.sender < 0 || push.h.sender >= num_parts(st))
+    throw wire::wire_error("computation_push from unknown part " + std::to_string(push.h.sender));
+  for (const auto* list : {&push.neighbors, &push.rows}) {
+    for (node_id u : *list) {
+      if (u >= book.num_nodes() || book.owner(u) != part.part) {
+        throw wire::wire_error("computation_push names node " + std::to_string(u) +
+                               ", not owned here");
+      }
     }
-    if (st.scratch[u] == -1) {
-      st.scratch[u] = static_cast<std::int32_t>(targets.size());
-      targets.push_back(u);
-    }
-    pp.neighbor_row.push_back(st.scratch[u]);
   }
-  for (node_id u : targets)
-    st.scratch[u] = -1;
-  pp.cg = expand_local(part, book, targets, push.layer, st.settings.fanouts, st.settings.seed,
-                       push.h.step, st.scratch);
-  const Matrix out = forward_and_write_back(st, pp.cg, pp.state, push.h.step);
-  wire::partial_aggregate res{.h = {push.h.step, part.part}, .counts = push.counts};
-  res.sums = Matrix::Zero(static_cast<Eigen::Index>(push.targets.size()), out.cols());
-  size_t j = 0;
-  for (size_t t = 0; t < push.targets.size(); ++t) {
-    for (std::int32_t k = 0; k < push.counts[t]; ++k, ++j)
-      res.sums.row(static_cast<Eigen::Index>(t)) += out.row(pp.neighbor_row[j]);
+  // Steps far behind this one will never complete: free them.
+  while (!st.served.empty() && st.served.begin()->first + kAbandonAfter < step) {
+    fail_step(st, st.served.begin()->second, "step abandoned: pushes missing");
+    st.served.erase(st.served.begin());
   }
-  st.pending[{push.h.step, push.h.sender}] = std::move(pp);
-  auto msg = pack(wire::kind::partial_aggregate, wire::encode(st.ctx, res));
-  count(st, push.h.sender, msg);
-  return msg;
+  served_step& s = st.served[step];
+  if (s.pushes.empty()) s.pushes.resize(static_cast<size_t>(num_parts(st)));
+  auto& slot = s.pushes[static_cast<size_t>(push.h.sender)];
+  if (slot || s.computed) {
+    throw wire::wire_error("a second computation_push from part " + std::to_string(push.h.sender) +
+                           " for step " + std::to_string(step));
+  }
+  auto rp = self->make_response_promise<wire_message>();
+  slot = served_push{.push = std::move(push), .rp = rp};
+  if (++s.received == num_parts(st)) compute_step(self, step);
+  return rp;
 }
 
 wire_message serve_gradient_return(batch_state& st, const wire_message& m) {
-  const auto g = wire::decode_gradient_return(st.ctx, m.bytes);
-  const auto it = st.pending.find({g.h.step, g.h.sender});
-  if (it == st.pending.end())
+  auto g = wire::decode_gradient_return(st.ctx, m.bytes);
+  const auto it = st.served.find(g.h.step);
+  if (it == st.served.end() || !it->second.computed || g.h.sender < 0 ||
+      static_cast<size_t>(g.h.sender) >= it->second.pushes.size()) {
     throw wire::wire_error("gradient_return for a push this shard does not hold");
-  pending_push& pp = it->second;
-  if (g.grads.rows() != static_cast<Eigen::Index>(pp.counts.size()))
-    throw wire::wire_error("gradient_return has the wrong row count");
-  // The width must be that of the rows this shard returned, or backward reads out of bounds.
-  const Eigen::Index width =
-      pp.cg.top_level > 0 ? pp.state.outputs.back().cols() : st.part->features.cols();
-  if (g.grads.cols() != width) throw wire::wire_error("gradient_return has the wrong width");
-  Matrix grad = Matrix::Zero(static_cast<Eigen::Index>(pp.cg.targets.size()), g.grads.cols());
-  size_t j = 0;
-  for (size_t t = 0; t < pp.counts.size(); ++t) {
-    for (std::int32_t k = 0; k < pp.counts[t]; ++k, ++j)
-      grad.row(pp.neighbor_row[j]) += g.grads.row(static_cast<Eigen::Index>(t));
   }
-  backward_local_cg(st.replica->model(), pp.cg, pp.state, std::move(grad));
-  st.pending.erase(it);
-  wire::control out{.h = {g.h.step, st.part->part}, .what = wire::control_kind::result};
+  served_push& p = *it->second.pushes[static_cast<size_t>(g.h.sender)];
+  if (p.grad) throw wire::wire_error("a second gradient_return for one push");
+  if (g.grads.rows() != static_cast<Eigen::Index>(p.push.targets.size()))
+    throw wire::wire_error("gradient_return has the wrong row count");
+  if (g.own_grads.rows() != static_cast<Eigen::Index>(p.push.rows.size()))
+    throw wire::wire_error("gradient_return has the wrong number of own-row gradients");
+  // The width must be that of the rows this shard returned, or backward reads out of bounds.
+  const Eigen::Index width = push_width(st);
+  if ((g.grads.rows() > 0 && g.grads.cols() != width) ||
+      (g.own_grads.rows() > 0 && g.own_grads.cols() != width)) {
+    throw wire::wire_error("gradient_return has the wrong width");
+  }
+  p.grad = std::move(g);
+  wire::control out{.h = {it->first, st.part->part}, .what = wire::control_kind::result};
   auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));
-  count(st, g.h.sender, msg);
+  count(st, p.grad->h.sender, msg);
   return msg;
+}
+
+void backward_served_steps(batch_state& st, std::uint64_t upto) {
+  while (!st.served.empty() && st.served.begin()->first <= upto) {
+    const std::uint64_t step = st.served.begin()->first;
+    served_step& s = st.served.begin()->second;
+    if (!s.computed) {
+      fail_step(st, s, "step " + std::to_string(step) + " ended before every push arrived");
+      st.served.erase(st.served.begin());
+      if (step == upto)
+        throw wire::wire_error("gradient asked for a step whose pushes are missing");
+      continue;
+    }
+    const Eigen::Index width = push_width(st);
+    std::vector<Matrix> grads(s.graphs.size());
+    for (size_t g = 0; g < grads.size(); ++g)
+      grads[g] = Matrix::Zero(static_cast<Eigen::Index>(s.graphs[g].targets.size()), width);
+    // Sender order, whatever order the gradients arrived in.
+    for (size_t q = 0; q < s.pushes.size(); ++q) {
+      const served_push& p = *s.pushes[q];
+      if (!p.grad) {
+        st.served.erase(st.served.begin());
+        throw wire::wire_error("step " + std::to_string(step) + ": part " + std::to_string(q) +
+                               " returned no gradient");
+      }
+      size_t j = 0;
+      for (size_t t = 0; t < p.push.targets.size(); ++t) {
+        for (std::int32_t k = 0; k < p.push.counts[t]; ++k, ++j) {
+          const auto [g, r] = p.neighbor_at[j];
+          grads[static_cast<size_t>(g)].row(r) += p.grad->grads.row(static_cast<Eigen::Index>(t));
+        }
+      }
+      for (size_t i = 0; i < p.row_at.size(); ++i) {
+        const auto [g, r] = p.row_at[i];
+        grads[static_cast<size_t>(g)].row(r) += p.grad->own_grads.row(static_cast<Eigen::Index>(i));
+      }
+    }
+    for (size_t g = 0; g < grads.size(); ++g) {
+      if (s.graphs[g].top_level > 0)
+        backward_local_cg(st.replica->model(), s.graphs[g], s.states[g], std::move(grads[g]));
+    }
+    // History write-back: every owned node computed below the top level, stamped step + 1
+    // (0 is the initial inference). Readers this step saw the values of the step before.
+    for (size_t g = 0; g < s.graphs.size(); ++g) {
+      const local_cg& cg = s.graphs[g];
+      for (int k = 0; k + 1 < cg.top_level; ++k) {
+        const size_t level = static_cast<size_t>(k) + 1;
+        if (level >= st.history.size() || st.history[level].rows() == 0) continue;
+        const block& b = cg.blocks[static_cast<size_t>(k)];
+        const Matrix& rows = s.pre[g][static_cast<size_t>(k)];
+        for (std::int32_t i = 0; i < b.num_dst(); ++i) {
+          const node_id l = st.book->local_id(b.src_nodes[static_cast<size_t>(i)]);
+          st.history[level].row(l) = rows.row(i);
+          st.history_version[level][static_cast<size_t>(l)] = step + 1;
+        }
+      }
+    }
+    st.served.erase(st.served.begin());
+  }
 }
 
 wire_message serve_embedding_get(batch_state& st, const wire_message& m) {
@@ -363,6 +592,8 @@ wire_message serve_embedding_get(batch_state& st, const wire_message& m) {
     const std::uint64_t version =
         features ? 0 : st.history_version[static_cast<size_t>(level)][static_cast<size_t>(l)];
     if (version < req.since) continue;  // unchanged since the asker's last refresh
+    if (!req.held.empty() && req.held[i] != wire::kNoVersion && version <= req.held[i])
+      continue;  // the asker holds this version already
     rows.row(static_cast<Eigen::Index>(res.nodes.size())) = source.row(l);
     res.nodes.push_back(g);
     res.versions.push_back(version);
@@ -381,20 +612,30 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
   auto& st = self->state;
   const auto& part = *st.part;
   const int top = top_level(st);
+  const size_t levels = static_cast<size_t>(std::max(top, 1));
+  st.halo_rows.resize(levels);
+  st.halo_version.resize(levels);
+  st.halo_checked.resize(levels);
+  for (size_t k = 0; k < levels; ++k) {
+    if (st.halo_version[k].size() != part.halo.size()) {
+      st.halo_version[k].assign(part.halo.size(), wire::kNoVersion);
+      st.halo_checked[k].assign(part.halo.size(), -1);
+    }
+  }
   std::map<int, std::vector<size_t>> by_owner;
   for (size_t i = 0; i < part.halo.size(); ++i)
     by_owner[part.halo_owner[i]].push_back(i);
   std::vector<batch_request> requests;
   std::vector<std::pair<int, std::vector<size_t>>> what;  // (level, halo positions)
-  st.halo_rows.resize(static_cast<size_t>(std::max(top, 1)));
   for (int level = st.halo_features_loaded ? 1 : 0; level < top; ++level) {
     for (auto& [q, pos] : by_owner) {
-      // Features never change; history rows are asked for only when newer than the last pull.
+      // Features never change; history rows come back only when newer than the held version.
       wire::embedding_get req{.h = {c.h.step, part.part},
-                              .layer = static_cast<std::uint8_t>(level),
-                              .since = level == 0 ? 0 : st.halo_since};
-      for (size_t i : pos)
+                              .layer = static_cast<std::uint8_t>(level)};
+      for (size_t i : pos) {
         req.nodes.push_back(part.halo[i]);
+        if (level > 0) req.held.push_back(st.halo_version[static_cast<size_t>(level)][i]);
+      }
       auto msg = pack(wire::kind::embedding_get, wire::encode(st.ctx, req));
       count(st, q, msg);
       requests.push_back({st.view->batchers[static_cast<size_t>(q)], std::move(msg)});
@@ -411,31 +652,28 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
           for (size_t r = 0; r < replies.size(); ++r) {
             const auto rows = wire::decode_embedding_rows(st.ctx, replies[r].bytes);
             const auto& [level, pos] = what[r];
+            const auto lu = static_cast<size_t>(level);
+            if (rows.layer != level) throw wire::wire_error("embedding_rows for another level");
             if (rows.nodes.size() > pos.size()) {
               throw wire::wire_error("embedding_rows has " + std::to_string(rows.nodes.size()) +
                                      " rows, " + std::to_string(pos.size()) + " asked");
             }
             const quantizer q(static_cast<int>(rows.cols), rows.bits);
             const Matrix values = q.decode(rows.payload, rows.row_min, rows.row_scale);
-            Matrix& cache = st.halo_rows[static_cast<size_t>(level)];
+            Matrix& cache = st.halo_rows[lu];
             if (cache.rows() != static_cast<Eigen::Index>(st.part->halo.size()) ||
                 cache.cols() != values.cols()) {
               cache = Matrix::Zero(static_cast<Eigen::Index>(st.part->halo.size()), values.cols());
             }
-            // Only changed rows come back: place each by its node id within the halo.
-            const auto& halo = st.part->halo;
             for (size_t k = 0; k < rows.nodes.size(); ++k) {
-              const auto it = std::lower_bound(halo.begin(), halo.end(), rows.nodes[k]);
-              if (it == halo.end() || *it != rows.nodes[k]) {
-                throw wire::wire_error("embedding_rows holds node " +
-                                       std::to_string(rows.nodes[k]) +
-                                       ", which is not in the halo");
-              }
-              cache.row(it - halo.begin()) = values.row(static_cast<Eigen::Index>(k));
+              const size_t i = halo_index(st, rows.nodes[k]);
+              cache.row(static_cast<Eigen::Index>(i)) = values.row(static_cast<Eigen::Index>(k));
+              st.halo_version[lu][i] = rows.versions[k];
             }
+            for (size_t i : pos)
+              st.halo_checked[lu][i] = static_cast<std::int64_t>(step);
           }
           st.halo_features_loaded = true;
-          st.halo_since = step + 1;  // rows written at this step or later are new next time
           wire::control out{.h = {step, st.part->part}, .what = wire::control_kind::result};
           auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));
           count(st, kCoordinatorPart, msg);

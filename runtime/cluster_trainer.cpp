@@ -26,7 +26,10 @@ batch_settings make_batch_settings(const train_settings& s) {
                         .seed = s.seed,
                         .timeout = std::chrono::milliseconds(1000LL * s.timeout_s),
                         .history_bits = s.history_bits,
-                        .stochastic_rounding = s.stochastic_rounding};
+                        .stochastic_rounding = s.stochastic_rounding,
+                        .staleness = s.staleness,
+                        .fuse_targets = s.fusion >= 1,
+                        .fuse_pushes = s.fusion >= 2};
 }
 
 cluster_result drive_training(coordinator& coord, const train_settings& s, const replica_config& rc,
@@ -54,10 +57,9 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     const std::uint64_t steps = s.max_batches ? std::min(nb, s.max_batches) : nb;
     for (std::uint64_t i = 0; i < steps; ++i) {
       const std::uint64_t step = static_cast<std::uint64_t>(epoch) * nb + i;
-      const step_result r = decentralized ? coord.step_decentralized(
-                                                static_cast<std::uint32_t>(epoch), i, step,
-                                                step % static_cast<std::uint64_t>(s.staleness) == 0)
-                                          : coord.step(static_cast<std::uint32_t>(epoch), i, step);
+      const step_result r =
+          decentralized ? coord.step_decentralized(static_cast<std::uint32_t>(epoch), i, step)
+                        : coord.step(static_cast<std::uint32_t>(epoch), i, step);
       loss_sum += r.loss_sum;
       correct += r.correct;
       rec.seeds += r.seeds;

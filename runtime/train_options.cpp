@@ -36,7 +36,11 @@ std::vector<option_spec> train_option_specs() {
       {"timeout", "120", "seconds any request between actors may take"},
       {"history-bits", "8",
        "decentralized: bits per historical embedding value: 32 (off), 16, 8, 4, 2"},
-      {"staleness", "1", "decentralized: refresh the halo's historical embeddings every S steps"},
+      {"staleness", "1",
+       "decentralized: a historical row used at step t was confirmed by its owner after step t-S"},
+      {"fusion", "2",
+       "decentralized CG fusion: 2 = nodes shared within a push and across a step's pushes "
+       "computed once, 1 = within a push only, 0 = none"},
       {"stochastic-rounding", "false", "decentralized: quantize history with stochastic rounding",
        true},
   };
@@ -92,6 +96,7 @@ train_settings read_train_settings(const option_set& opts) {
                        std::to_string(s.history_bits));
   }
   s.staleness = static_cast<int>(opts.integer("staleness", 1, 1'000'000));
+  s.fusion = static_cast<int>(opts.integer("fusion", 0, 2));
   s.stochastic_rounding = opts.flag("stochastic-rounding");
   if (s.pipeline == "decentralized" && s.model.model != "sage") {
     throw config_error(

@@ -30,7 +30,8 @@ struct train_settings {
   bool progress = true;    ///< live progress line on a terminal
   int timeout_s = 120;     ///< limit of every request between actors
   int history_bits = 8;    ///< decentralized: bits per historical value (32 = off)
-  int staleness = 1;       ///< decentralized: halo history is refreshed every this many steps
+  int staleness = 1;  ///< decentralized: a halo row used was confirmed at most this many steps ago
+  int fusion = 2;     ///< decentralized CG fusion: 2 = both levels, 1 = within a push, 0 = none
   bool stochastic_rounding = false;
 };
 

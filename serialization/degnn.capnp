@@ -57,6 +57,8 @@ struct ComputationPush {
   counts @3 :List(Int32);     # per target: how many of its sampled neighbours live here
   neighbors @4 :List(Int32);  # concatenated neighbour ids (owned by the receiver)
   fanouts @5 :List(Int32);    # remaining fanouts for local expansion
+  rows @6 :List(Int32);       # nodes (owned by the receiver) whose own h^(layer) row is wanted:
+                              # the batch owner's seeds, for their self term
 }
 
 struct PartialAggregate {
@@ -65,6 +67,7 @@ struct PartialAggregate {
   cols @2 :UInt32;
   sums @3 :Data;              # per target: sum of W_neigh h_u over its neighbours here (float32)
   counts @4 :List(Int32);
+  ownRows @5 :Data;           # the push's `rows`, in its order, (count x cols) float32
 }
 
 struct GradientReturn {
@@ -72,6 +75,7 @@ struct GradientReturn {
   rows @1 :UInt32;
   cols @2 :UInt32;
   grads @3 :Data;             # gradient of each partial sum
+  ownGrads @4 :Data;          # gradient of each of the push's own rows (count x cols) float32
 }
 
 # -- historical embeddings --
@@ -81,6 +85,8 @@ struct EmbeddingGet {
   layer @1 :UInt8;
   nodes @2 :List(Int32);
   since @3 :UInt64;           # only rows whose version is >= since (0: all of them)
+  held @4 :List(UInt64);      # empty, or per node the version the asker holds: only newer
+                              # rows come back (~0: holds none)
 }
 
 struct EmbeddingRows {        # answer to EmbeddingGet, and the body of put / refresh

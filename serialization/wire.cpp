@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 
 #include "serialization/degnn.capnp.h"
 
@@ -135,6 +136,25 @@ Matrix get_matrix(const reader& rd, std::uint64_t rows, std::uint64_t cols,
   Matrix m(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
   if (data.size()) std::memcpy(m.data(), data.begin(), data.size());
   return m;
+}
+
+// A second matrix of the same width in one message: its row count is implied by the data size.
+void put_rows(const Matrix& m, capnp::Data::Builder data) {
+  if (m.size()) std::memcpy(data.begin(), m.data(), static_cast<size_t>(m.size()) * sizeof(float));
+}
+Matrix get_rows(const reader& rd, std::uint64_t cols, capnp::Data::Reader data, const char* field) {
+  const std::uint64_t row_bytes = cols * sizeof(float);
+  if (data.size() == 0) return Matrix(0, static_cast<Eigen::Index>(cols));
+  if (row_bytes == 0 || data.size() % row_bytes != 0) {
+    rd.fail(std::string(field) + ": " + std::to_string(data.size()) +
+            " bytes are not whole rows of " + std::to_string(cols) + " floats");
+  }
+  return get_matrix(rd, data.size() / row_bytes, cols, data);
+}
+
+// Values that feed a model (sums, gradients) from a peer: a NaN would poison every replica.
+void check_finite(const reader& rd, const Matrix& m, const char* field) {
+  if (!m.allFinite()) rd.fail(std::string(field) + " holds a non-finite value");
 }
 
 }  // namespace
@@ -369,6 +389,9 @@ bytes encode(const context& c, const embedding_get& m) {
   r.setLayer(m.layer);
   r.setSince(m.since);
   set_ints(r.initNodes(static_cast<unsigned>(m.nodes.size())), m.nodes);
+  auto held = r.initHeld(static_cast<unsigned>(m.held.size()));
+  for (unsigned i = 0; i < m.held.size(); ++i)
+    held.set(i, m.held[i]);
   return to_bytes(mb);
 }
 
@@ -382,6 +405,11 @@ embedding_get decode_embedding_get(const context& c, std::span<const char> b) {
     m.since = r.getSince();
     m.nodes = to_vector(r.getNodes());
     check_ids(rd, m.nodes, "nodes");
+    for (auto v : r.getHeld())
+      m.held.push_back(v);
+    if (!m.held.empty() && m.held.size() != m.nodes.size())
+      rd.fail("held has " + std::to_string(m.held.size()) + " versions for " +
+              std::to_string(m.nodes.size()) + " nodes");
     return m;
   });
 }
@@ -476,6 +504,7 @@ bytes encode(const context& c, const computation_push& m) {
   set_ints(r.initTargets(static_cast<unsigned>(m.targets.size())), m.targets);
   set_ints(r.initCounts(static_cast<unsigned>(m.counts.size())), m.counts);
   set_ints(r.initNeighbors(static_cast<unsigned>(m.neighbors.size())), m.neighbors);
+  set_ints(r.initRows(static_cast<unsigned>(m.rows.size())), m.rows);
   return to_bytes(mb);
 }
 
@@ -499,6 +528,8 @@ computation_push decode_computation_push(const context& c, std::span<const char>
       rd.fail("counts do not add up to the neighbours");
     check_ids(rd, m.targets, "targets");
     check_ids(rd, m.neighbors, "neighbors");
+    m.rows = to_vector(r.getRows());
+    check_ids(rd, m.rows, "rows");
     return m;
   });
 }
@@ -509,6 +540,9 @@ bytes encode(const context& c, const partial_aggregate& m) {
   fill_header(r, c, m.h);
   put_matrix(r, m.sums, &PartialAggregate::Builder::initSums);
   set_ints(r.initCounts(static_cast<unsigned>(m.counts.size())), m.counts);
+  if (m.own_rows.rows() > 0 && m.own_rows.cols() != m.sums.cols())
+    throw std::invalid_argument("partial_aggregate: own rows and sums differ in width");
+  put_rows(m.own_rows, r.initOwnRows(static_cast<unsigned>(m.own_rows.size() * sizeof(float))));
   return to_bytes(mb);
 }
 
@@ -521,6 +555,12 @@ partial_aggregate decode_partial_aggregate(const context& c, std::span<const cha
     m.sums = get_matrix(rd, r.getRows(), r.getCols(), r.getSums());
     m.counts = to_vector(r.getCounts());
     if (m.counts.size() != static_cast<size_t>(m.sums.rows())) rd.fail("counts and rows differ");
+    for (auto n : m.counts) {
+      if (n < 0) rd.fail("negative neighbour count");
+    }
+    check_finite(rd, m.sums, "sums");
+    m.own_rows = get_rows(rd, r.getCols(), r.getOwnRows(), "ownRows");
+    check_finite(rd, m.own_rows, "ownRows");
     return m;
   });
 }
@@ -530,6 +570,9 @@ bytes encode(const context& c, const gradient_return& m) {
   auto r = mb.initRoot<GradientReturn>();
   fill_header(r, c, m.h);
   put_matrix(r, m.grads, &GradientReturn::Builder::initGrads);
+  if (m.own_grads.rows() > 0 && m.own_grads.cols() != m.grads.cols())
+    throw std::invalid_argument("gradient_return: own grads and grads differ in width");
+  put_rows(m.own_grads, r.initOwnGrads(static_cast<unsigned>(m.own_grads.size() * sizeof(float))));
   return to_bytes(mb);
 }
 
@@ -540,6 +583,9 @@ gradient_return decode_gradient_return(const context& c, std::span<const char> b
     gradient_return m;
     m.h = read_header(r);
     m.grads = get_matrix(rd, r.getRows(), r.getCols(), r.getGrads());
+    check_finite(rd, m.grads, "grads");
+    m.own_grads = get_rows(rd, r.getCols(), r.getOwnGrads(), "ownGrads");
+    check_finite(rd, m.own_grads, "ownGrads");
     return m;
   });
 }

@@ -115,7 +115,10 @@ struct embedding_get {
   std::uint8_t layer = 0;
   std::vector<node_id> nodes;
   std::uint64_t since = 0;  ///< only rows with version >= since: a refresh asks for what changed
+  /// Empty, or per node the version the asker holds (kNoVersion: none): only newer rows return.
+  std::vector<std::uint64_t> held;
 };
+inline constexpr std::uint64_t kNoVersion = ~std::uint64_t{0};
 
 /// Historical embedding rows (kind embedding_rows): the answer to embedding_get, and the body of
 /// put / refresh. payload holds nodes.size() rows of ceil(cols * bits / 8) bytes each, in the
@@ -140,17 +143,20 @@ struct computation_push {
   std::vector<node_id> targets;
   std::vector<std::int32_t> counts;  ///< per target
   std::vector<node_id> neighbors;    ///< concatenated
+  std::vector<node_id> rows;         ///< nodes whose own row is wanted (the owner's seeds)
 };
 
 struct partial_aggregate {
   header h;
   Matrix sums;                       ///< (targets, width): sum of the neighbours' rows here
   std::vector<std::int32_t> counts;  ///< per target: neighbours summed
+  Matrix own_rows;                   ///< (push rows, width): the rows asked for, or empty
 };
 
 struct gradient_return {
   header h;
-  Matrix grads;  ///< (targets, width): d loss / d partial sum
+  Matrix grads;      ///< (targets, width): d loss / d partial sum
+  Matrix own_grads;  ///< (push rows, width): d loss / d own row, or empty
 };
 
 using bytes = std::vector<char>;

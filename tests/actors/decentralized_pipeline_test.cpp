@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -254,15 +255,60 @@ TEST(DecentralizedPipeline, FourPartsTrainWithIdenticalReplicasAndDeterministicP
   EXPECT_EQ(a.epoch_bytes, b.epoch_bytes);
   EXPECT_EQ(a.init_bytes, b.init_bytes);
   EXPECT_GT(a.init_bytes, 0u);
-  // Parameters agree to float rounding only: a worker accumulates the weight gradients of the
-  // pushes it serves in arrival order, so the summation order may differ between runs.
-  ASSERT_EQ(a.parameters.size(), b.parameters.size());
-  double max_diff = 0;
-  for (size_t i = 0; i < a.parameters.size(); ++i) {
-    max_diff = std::max(max_diff, static_cast<double>(std::abs(a.parameters[i] - b.parameters[i])));
+  // Bit for bit: a shard applies the gradients of the pushes it served in sender order and
+  // commits history between steps, whatever order the messages arrived in.
+  EXPECT_EQ(a.parameters, b.parameters);
+}
+
+TEST(DecentralizedPipeline, FusionLevelsComputeTheSameWithLessWork) {
+  train_settings s = settings("decentralized", 4, 3);
+  s.fanouts = {10, 10, 10};
+  s.batch_size = 64;
+  s.epochs = 1;
+  std::vector<cluster_result> runs;
+  for (int fusion : {2, 1, 0}) {
+    s.fusion = fusion;
+    runs.push_back(run(s));
+    const auto& w = runs.back().traffic.work;
+    std::printf("fusion %d: %llu graphs, %llu kernel calls, %llu nodes, %llu edges\n", fusion,
+                static_cast<unsigned long long>(w.graphs),
+                static_cast<unsigned long long>(w.kernel_calls),
+                static_cast<unsigned long long>(w.nodes), static_cast<unsigned long long>(w.edges));
   }
-  std::printf("two runs: max parameter difference %.3g\n", max_diff);
-  EXPECT_LE(max_diff, 1e-6);
+  const auto& full = runs[0].traffic.work;
+  const auto& level1 = runs[1].traffic.work;
+  const auto& none = runs[2].traffic.work;
+  EXPECT_LT(full.kernel_calls, level1.kernel_calls);
+  EXPECT_LT(level1.kernel_calls, none.kernel_calls);
+  EXPECT_LT(full.nodes, level1.nodes);
+  EXPECT_LT(level1.nodes, none.nodes);
+  EXPECT_LT(full.edges, level1.edges);
+  EXPECT_LT(level1.edges, none.edges);
+  for (size_t r = 1; r < runs.size(); ++r) {
+    // The same nodes, the same leaves: the same messages; the values agree to float rounding.
+    EXPECT_EQ(runs[r].traffic.sent, runs[0].traffic.sent);
+    ASSERT_EQ(runs[r].parameters.size(), runs[0].parameters.size());
+    double max_diff = 0;
+    for (size_t i = 0; i < runs[0].parameters.size(); ++i) {
+      max_diff = std::max(
+          max_diff, static_cast<double>(std::abs(runs[r].parameters[i] - runs[0].parameters[i])));
+    }
+    EXPECT_LE(max_diff, 1e-5) << "fusion level " << 2 - r;
+  }
+}
+
+TEST(DecentralizedPipeline, LargerStalenessPullsFewerHistoryRows) {
+  train_settings s = settings("decentralized", 4, 3);
+  s.epochs = 1;
+  const cluster_result fresh = run(s);
+  s.staleness = 4;
+  const cluster_result stale = run(s);
+  EXPECT_GT(fresh.traffic.work.rows_pulled, 0u);
+  EXPECT_LT(stale.traffic.work.rows_pulled, fresh.traffic.work.rows_pulled);
+  EXPECT_LT(bytes_of(stale, wire::kind::embedding_rows),
+            bytes_of(fresh, wire::kind::embedding_rows));
+  EXPECT_EQ(bytes_of(stale, wire::kind::computation_push),
+            bytes_of(fresh, wire::kind::computation_push));
 }
 
 class TrafficRatio : public ::testing::TestWithParam<int> {};
@@ -375,13 +421,28 @@ TEST(DecentralizedShard, ServesAPushAndRejectsAGradientReturnOfTheWrongWidth) {
   EXPECT_EQ(c.ask(1, wire::kind::computation_push, wire::encode(ctx, not_owned), &error).kind, 0)
       << "a push naming another partition's node was served";
 
-  const wire_message reply = c.ask(1, wire::kind::computation_push, wire::encode(ctx, push));
+  // A shard computes a step once every part's push is in: partition 1's own (empty) push too.
+  const wire::computation_push own{.h = {.step = 7, .sender = 1}, .layer = 2};
+  wire_message reply;
+  auto first =
+      c.self->request(c.view->batchers[1], std::chrono::seconds(30), batch_atom_v,
+                      wire_message{static_cast<std::uint16_t>(wire::kind::computation_push),
+                                   wire::encode(ctx, push)});
+  const wire_message own_reply = c.ask(1, wire::kind::computation_push, wire::encode(ctx, own));
+  first.receive([&](wire_message& r) { reply = std::move(r); },
+                [&](caf::error& e) { error = c.sys.render(e); });
   ASSERT_EQ(reply.kind, static_cast<std::uint16_t>(wire::kind::partial_aggregate)) << error;
+  ASSERT_EQ(own_reply.kind, static_cast<std::uint16_t>(wire::kind::partial_aggregate));
   const auto sums = wire::decode_partial_aggregate(ctx, reply.bytes);
   ASSERT_EQ(sums.sums.rows(), 1);
   ASSERT_EQ(sums.sums.cols(), s.model.hidden);
   EXPECT_EQ(sums.counts, std::vector<std::int32_t>{2});
   EXPECT_TRUE(sums.sums.allFinite());
+  EXPECT_EQ(wire::decode_partial_aggregate(ctx, own_reply.bytes).sums.rows(), 0);
+  error.clear();
+  EXPECT_EQ(c.ask(1, wire::kind::computation_push, wire::encode(ctx, push), &error).kind, 0)
+      << "a second push from one part for one step was served";
+  EXPECT_NE(error.find("second"), std::string::npos) << error;
 
   // A gradient of the wrong width is refused (not read out of bounds); the right one is taken.
   wire::gradient_return g{.h = {.step = 7, .sender = 0}};
@@ -394,8 +455,16 @@ TEST(DecentralizedShard, ServesAPushAndRejectsAGradientReturnOfTheWrongWidth) {
   EXPECT_EQ(c.ask(1, wire::kind::gradient_return, wire::encode(ctx, g), &error).kind, 0)
       << "a gradient with a row per neighbour instead of per target was accepted";
   g.grads = Matrix::Ones(1, s.model.hidden);
+  g.grads(0, 0) = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(c.ask(1, wire::kind::gradient_return, wire::encode(ctx, g), &error).kind, 0)
+      << "a gradient holding NaN was accepted";
+  g.grads = Matrix::Ones(1, s.model.hidden);
   const wire_message done = c.ask(1, wire::kind::gradient_return, wire::encode(ctx, g), &error);
   EXPECT_EQ(done.kind, static_cast<std::uint16_t>(wire::kind::control)) << error;
+  const wire::gradient_return own_grad{.h = {.step = 7, .sender = 1}};
+  EXPECT_EQ(c.ask(1, wire::kind::gradient_return, wire::encode(ctx, own_grad), &error).kind,
+            static_cast<std::uint16_t>(wire::kind::control))
+      << error;
   // Its backward left a gradient in partition 1's replica.
   const wire::control ask_gradient{.h = {.step = 7, .sender = 0},
                                    .what = wire::control_kind::gradient};
