@@ -25,6 +25,7 @@ struct step_job {
   size_t hop = 0;
   Matrix inputs;
   promise rp;
+  std::int64_t began_us = 0;  ///< when the step started (sampling)
 };
 
 void finish_step(self_ptr self, std::shared_ptr<step_job> job);
@@ -122,6 +123,7 @@ void run_hop(self_ptr self, std::shared_ptr<step_job> job) {
 
 void run_features(self_ptr self, std::shared_ptr<step_job> job) {
   auto& st = self->state;
+  st.stages.add(stage::sample, job->step, job->began_us, stage_log::now_us());
   const auto& part = *st.part;
   const auto& book = *st.book;
   const int me = part.part;
@@ -154,8 +156,10 @@ void run_features(self_ptr self, std::shared_ptr<step_job> job) {
   }
   gather(
       self, shard_atom_v, std::move(requests), st.settings.timeout,
-      [self, job, positions = std::move(positions)](std::vector<wire_message>& replies) {
+      [self, job, positions = std::move(positions),
+       pulled_from = stage_log::now_us()](std::vector<wire_message>& replies) {
         auto& st = self->state;
+        st.stages.add(stage::feature_pull, job->step, pulled_from, stage_log::now_us());
         try {
           const auto& inputs = job->blocks.front().src_nodes;
           for (size_t r = 0; r < replies.size(); ++r) {
@@ -187,6 +191,7 @@ void run_features(self_ptr self, std::shared_ptr<step_job> job) {
 
 void finish_step(self_ptr self, std::shared_ptr<step_job> job) {
   auto& st = self->state;
+  stage_timer timer(st.stages, stage::compute, job->step);
   for (auto& b : job->blocks) {
     b.src_degree.resize(b.src_nodes.size());
     for (size_t i = 0; i < b.src_nodes.size(); ++i)
@@ -237,6 +242,7 @@ caf::result<wire_message> start_step(self_ptr self, const wire::control& c) {
   job->frontier = job->seeds;
   job->blocks.resize(st.settings.fanouts.size());
   job->rp = self->make_response_promise<wire_message>();
+  job->began_us = stage_log::now_us();
   run_hop(self, job);
   return job->rp;
 }
@@ -378,6 +384,8 @@ wire_message traffic_report(batch_state& st, std::uint64_t step) {
   // Then the work counters (the coordinator tells the two apart by length).
   const auto work = st.work.to_list();
   out.counts.insert(out.counts.end(), work.begin(), work.end());
+  const auto& stage_us = st.stages.total_us();
+  out.counts.insert(out.counts.end(), stage_us.begin(), stage_us.end());
   return pack(wire::kind::control, wire::encode(st.ctx, out));
 }
 
@@ -396,6 +404,7 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
   st.replica = std::make_unique<model_replica>(model);
   st.settings = std::move(settings);
   st.ctx = ctx;
+  if (st.settings.trace) st.stages.keep_spans();
   for (node_id l : st.part->train)
     st.train_global.push_back(st.part->owned[l]);
   st.scratch.assign(static_cast<size_t>(st.book->num_nodes()), -1);
@@ -445,6 +454,14 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
                   return start_eval_layer(self, c);
                 case wire::control_kind::result:
                   return traffic_report(st, c.h.step);
+                case wire::control_kind::trace: {
+                  wire::control out{.h = {c.h.step, st.part->part},
+                                    .what = wire::control_kind::result,
+                                    .text = st.stages.chrome_events(st.part->part)};
+                  auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));
+                  count(st, kCoordinatorPart, msg);
+                  return msg;
+                }
                 case wire::control_kind::checkpoint: {
                   wire::allreduce_chunk out{.h = {c.h.step, st.part->part},
                                             .values = st.replica->parameters()};

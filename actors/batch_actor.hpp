@@ -13,6 +13,7 @@
 
 #include "actors/compute_counters.hpp"
 #include "actors/messages.hpp"
+#include "actors/stage_log.hpp"
 #include "model/local_cg.hpp"
 #include "model/partition_book.hpp"
 #include "model/partition_store.hpp"
@@ -33,6 +34,7 @@ struct batch_settings {
   int staleness = 1;
   bool fuse_targets = true;  ///< CG fusion level 1: nodes shared by a push's targets computed once
   bool fuse_pushes = true;   ///< level 2: one sub-graph for all pushes of a step (needs level 1)
+  bool trace = false;        ///< keep every stage span for a trace file
 };
 
 /// One push as the receiving shard serves it: where its nodes are computed and the gradient it
@@ -92,10 +94,12 @@ struct batch_state {
   bool halo_features_loaded = false;  ///< level 0 (features) is pulled once: it never changes
   std::map<std::uint64_t, served_step> served;  ///< by step
   compute_counters work;
+  stage_log stages;  ///< time per pipeline stage (and, when tracing, the spans)
 };
 
 /// Spawn with `sys.spawn(batch_behavior, part, book, view, replica_config, settings, ctx)`.
-/// Control messages: step, evaluate, checkpoint (parameters), result (traffic report),
+/// Control messages: step, evaluate, checkpoint (parameters), result (traffic, work and stage
+/// time report), trace (Chrome trace events of the stages),
 /// epoch (readiness probe: fails until the cluster view is ready), shutdown (replies, then quits).
 /// The coordinator lives on partition 0's node: replies to it from other parts count as traffic.
 batch_actor::behavior_type batch_behavior(batch_actor::stateful_pointer<batch_state> self,

@@ -11,16 +11,19 @@ wire_message pack(wire::kind k, wire::bytes b) {
   return {static_cast<std::uint16_t>(k), std::move(b)};
 }
 
-// A report is the traffic counters, then (batch actors only) the work counters.
+// A report is the traffic counters, then (batch actors only) the work counters and the time
+// per stage.
 void add_counts(cluster_traffic& t, std::vector<std::uint64_t> counts) {
   constexpr size_t traffic_size = 2 * wire::kNumKinds + 1;
-  std::vector<std::uint64_t> work;
-  if (counts.size() == traffic_size + compute_counters::kSize) {
-    work.assign(counts.begin() + traffic_size, counts.end());
+  constexpr size_t work_end = traffic_size + compute_counters::kSize;
+  if (counts.size() == work_end + kNumStages) {
+    t.work += compute_counters::from_list(
+        std::vector<std::uint64_t>(counts.begin() + traffic_size, counts.begin() + work_end));
+    for (int k = 0; k < kNumStages; ++k)
+      t.stage_us[static_cast<size_t>(k)] += counts[work_end + static_cast<size_t>(k)];
     counts.resize(traffic_size);
   }
   t.rejected += t.sent.add_report(counts);
-  if (!work.empty()) t.work += compute_counters::from_list(work);
 }
 
 }  // namespace
@@ -72,7 +75,9 @@ step_result coordinator::step(std::uint32_t epoch, std::uint64_t index, std::uin
     out.push_back(pack(wire::kind::control, wire::encode(ctx_, c)));
     count(static_cast<int>(p), out.back());
   }
+  stage_timer phase(stages_, stage::step_phase, global_step);
   const auto replies = broadcast(out, "step");
+  phase.end();
   step_result r;
   std::vector<float> sum;
   int contributors = 0;
@@ -95,6 +100,7 @@ step_result coordinator::step(std::uint32_t epoch, std::uint64_t index, std::uin
   }
   // Each worker's gradient is of its mean loss; the average over workers is what DistDGL's
   // synchronous data parallelism applies.
+  stage_timer reduce(stages_, stage::allreduce, global_step);
   apply_average(std::move(sum), contributors, global_step);
   return r;
 }
@@ -130,6 +136,7 @@ step_result coordinator::step_decentralized(std::uint32_t epoch, std::uint64_t i
                                             std::uint64_t global_step) {
   step_result r;
   int contributors = 0;
+  stage_timer phase(stages_, stage::step_phase, global_step);
   for (const auto& m : broadcast_control({.h = {global_step, 0},
                        .what = wire::control_kind::step,
                        .epoch = epoch,
@@ -141,7 +148,9 @@ step_result coordinator::step_decentralized(std::uint32_t epoch, std::uint64_t i
     r.correct += stats.correct;
     contributors += stats.seeds > 0;
   }
+  phase.end();
   // Every worker's gradient now holds its own batch and the pushes it served for the others.
+  stage_timer reduce(stages_, stage::allreduce, global_step);
   std::vector<float> sum;
   for (const auto& m : broadcast_control(
            {.h = {global_step, 0}, .what = wire::control_kind::gradient}, "gradient")) {
@@ -200,6 +209,31 @@ std::vector<std::vector<float>> coordinator::parameters(std::uint64_t global_ste
   for (const auto& m : broadcast(out, "parameters"))
     params.push_back(wire::decode_allreduce_chunk(ctx_, m.bytes).values);
   return params;
+}
+
+std::string coordinator::chrome_trace() {
+  wire::control c{.h = {0, 0}, .what = wire::control_kind::trace};
+  std::string events;
+  auto add = [&](const std::string& more) {
+    if (more.empty()) return;
+    if (!events.empty()) events += ',';
+    events += more;
+  };
+  const int parts = static_cast<int>(batchers_.size());
+  for (int p = 0; p <= parts; ++p) {
+    const std::string name = p < parts ? "partition " + std::to_string(p) : "coordinator";
+    add("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(p) +
+        ",\"args\":{\"name\":\"" + name + "\"}}");
+    for (int lane = 1; lane <= 3; ++lane) {
+      static const char* lanes[] = {"", "compute", "waits", "phases"};
+      add("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(p) +
+          ",\"tid\":" + std::to_string(lane) + ",\"args\":{\"name\":\"" + lanes[lane] + "\"}}");
+    }
+  }
+  for (const auto& m : broadcast_control(c, "trace"))
+    add(wire::decode_control(ctx_, m.bytes).text);
+  add(stages_.chrome_events(parts));
+  return "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[" + events + "]}\n";
 }
 
 cluster_traffic coordinator::traffic() {

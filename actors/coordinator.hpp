@@ -4,11 +4,14 @@
 // actor, so its control flow reads top to bottom.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "actors/compute_counters.hpp"
 #include "actors/messages.hpp"
+#include "actors/stage_log.hpp"
 #include "serialization/traffic.hpp"
 
 namespace degnn {
@@ -30,6 +33,7 @@ struct cluster_traffic {
   wire::traffic sent;          ///< all messages that crossed nodes
   std::uint64_t rejected = 0;  ///< requests any actor refused
   compute_counters work;       ///< decentralized: summed over the batch actors
+  std::array<std::uint64_t, kNumStages> stage_us{};  ///< batch actors' stage time, summed
 };
 
 class coordinator {
@@ -63,6 +67,14 @@ class coordinator {
   /// Sum of every actor's counters and the coordinator's own.
   cluster_traffic traffic();
 
+  std::size_t num_parts() const { return batchers_.size(); }
+  /// The coordinator's own phases (step, all-reduce).
+  const stage_log& stages() const { return stages_; }
+  void keep_spans() { stages_.keep_spans(); }
+  /// A Chrome trace event file (JSON object) of every batch actor's stages and the coordinator's
+  /// phases; process p is partition p, the coordinator is process `parts`.
+  std::string chrome_trace();
+
  private:
   std::vector<wire_message> broadcast(const std::vector<wire_message>& per_batcher,
                                       const char* what);
@@ -78,6 +90,7 @@ class coordinator {
   wire::context ctx_;
   std::chrono::milliseconds timeout_;
   wire::traffic sent_;
+  stage_log stages_;
 };
 
 }  // namespace degnn

@@ -81,6 +81,7 @@ void finish_step(self_ptr self, std::uint64_t step) {
   const auto it = st.served.find(step);
   if (it == st.served.end()) return;
   served_step& s = it->second;
+  stage_timer timer(st.stages, stage::forward, step);
   try {
     const size_t n = s.graphs.size();
     s.states.resize(n);
@@ -138,6 +139,7 @@ void compute_step(self_ptr self, std::uint64_t step) {
   served_step& s = st.served.at(step);
   const auto& part = *st.part;
   const int top = top_level(st);
+  stage_timer expanding(st.stages, stage::expand, step);
   std::vector<graph_plan> plans;
   // Adds node u to plan g (once) and returns its row there.
   auto place = [&](size_t g, node_id u) -> std::pair<std::int32_t, std::int32_t> {
@@ -219,6 +221,7 @@ void compute_step(self_ptr self, std::uint64_t step) {
         }
       }
     }
+    expanding.end();
     if (gets.empty()) {
       finish_step(self, step);
       return;
@@ -235,8 +238,10 @@ void compute_step(self_ptr self, std::uint64_t step) {
     }
     gather(
         self, batch_atom_v, std::move(requests), st.settings.timeout,
-        [self, step, asks = std::move(asks)](std::vector<wire_message>& replies) {
+        [self, step, asks = std::move(asks),
+         asked_at = stage_log::now_us()](std::vector<wire_message>& replies) {
           auto& st = self->state;
+          st.stages.add(stage::history_pull, step, asked_at, stage_log::now_us());
           try {
             for (size_t r = 0; r < replies.size(); ++r) {
               const auto rows = wire::decode_embedding_rows(st.ctx, replies[r].bytes);
@@ -301,6 +306,7 @@ void finish_owner_step(self_ptr self, const std::shared_ptr<owner_job>& job,
                        std::vector<wire_message>& replies) {
   auto& st = self->state;
   const int me = st.part->part;
+  stage_timer timer(st.stages, stage::top_layer, job->step);
   const auto b = static_cast<Eigen::Index>(job->seeds.size());
   const Eigen::Index width = push_width(st);
   Matrix agg = Matrix::Zero(b, width);
@@ -365,9 +371,12 @@ void finish_owner_step(self_ptr self, const std::shared_ptr<owner_job>& job,
   }
   auto reply = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, stats));
   count(st, kCoordinatorPart, reply);
+  timer.end();
   gather(
       self, batch_atom_v, std::move(returns), st.settings.timeout,
-      [job, reply = std::move(reply)](std::vector<wire_message>&) mutable {
+      [self, job, reply = std::move(reply),
+       sent_at = stage_log::now_us()](std::vector<wire_message>&) mutable {
+        self->state.stages.add(stage::grad_wait, job->step, sent_at, stage_log::now_us());
         job->rp.deliver(std::move(reply));
       },
       [self, job](const caf::error& err) {
@@ -385,6 +394,7 @@ caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::co
   const int parts = num_parts(st);
   auto job = std::make_shared<owner_job>();
   job->step = c.h.step;
+  stage_timer sampling(st.stages, stage::sample, job->step);
   if (!st.train_global.empty()) {
     if (st.batches_epoch != c.epoch) {
       st.batches = make_batches(st.train_global, st.settings.batch_size, st.settings.seed, c.epoch);
@@ -431,9 +441,11 @@ caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::co
     requests.push_back({st.view->batchers[static_cast<size_t>(q)], std::move(msg)});
   }
   job->rp = self->make_response_promise<wire_message>();
+  sampling.end();
   gather(
       self, batch_atom_v, std::move(requests), st.settings.timeout,
-      [self, job](std::vector<wire_message>& replies) {
+      [self, job, pushed_at = stage_log::now_us()](std::vector<wire_message>& replies) {
+        self->state.stages.add(stage::push_wait, job->step, pushed_at, stage_log::now_us());
         try {
           finish_owner_step(self, job, replies);
         } catch (const std::exception& e) {
@@ -513,6 +525,7 @@ void backward_served_steps(batch_state& st, std::uint64_t upto) {
   while (!st.served.empty() && st.served.begin()->first <= upto) {
     const std::uint64_t step = st.served.begin()->first;
     served_step& s = st.served.begin()->second;
+    stage_timer timer(st.stages, stage::backward, step);
     if (!s.computed) {
       fail_step(st, s, "step " + std::to_string(step) + " ended before every push arrived");
       st.served.erase(st.served.begin());

@@ -29,7 +29,8 @@ batch_settings make_batch_settings(const train_settings& s) {
                         .stochastic_rounding = s.stochastic_rounding,
                         .staleness = s.staleness,
                         .fuse_targets = s.fusion >= 1,
-                        .fuse_pushes = s.fusion >= 2};
+                        .fuse_pushes = s.fusion >= 2,
+                        .trace = !s.trace.empty()};
 }
 
 cluster_result drive_training(coordinator& coord, const train_settings& s, const replica_config& rc,
@@ -45,13 +46,18 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     std::printf("history initialised by exact inference in %.2f s (%.2f MB)\n", clock.seconds(),
                 static_cast<double>(result.init_bytes) / 1e6);
   }
-  std::uint64_t bytes_before = coord.traffic().sent.total_bytes();
-  wire::traffic kinds_before = coord.traffic().sent;
+  if (!s.trace.empty()) coord.keep_spans();
+  cluster_traffic totals_before = coord.traffic();
+  std::uint64_t bytes_before = totals_before.sent.total_bytes();
+  wire::traffic kinds_before = totals_before.sent;
+  const auto parts = static_cast<double>(std::max<size_t>(1, coord.num_parts()));
   for (int epoch = 0; epoch < s.epochs; ++epoch) {
     epoch_record rec;
     rec.epoch = epoch + 1;
     if (epoch == 0) rec.setup_bytes = result.init_bytes;
     stopwatch epoch_clock;
+    const std::uint64_t allreduce_before_us =
+        coord.stages().total_us()[static_cast<size_t>(stage::allreduce)];
     double loss_sum = 0;
     std::uint64_t correct = 0;
     const std::uint64_t steps = s.max_batches ? std::min(nb, s.max_batches) : nb;
@@ -71,7 +77,33 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     rec.epoch_s = epoch_clock.seconds();
     rec.loss = rec.seeds ? loss_sum / rec.seeds : 0;
     rec.train_acc = rec.seeds ? static_cast<double>(correct) / rec.seeds : 0;
-    const wire::traffic after_train = coord.traffic().sent;
+    const cluster_traffic totals = coord.traffic();
+    const wire::traffic& after_train = totals.sent;
+    // Epoch split: sampling and compute are the workers' means; the all-reduce is the
+    // coordinator's wall time; what is left of the epoch is waiting on messages.
+    auto stage_s = [&](std::initializer_list<stage> which) {
+      double us = 0;
+      for (stage k : which)
+        us += static_cast<double>(totals.stage_us[static_cast<size_t>(k)] -
+                                  totals_before.stage_us[static_cast<size_t>(k)]);
+      return us / 1e6 / parts;
+    };
+    rec.sample_s = stage_s({stage::sample});
+    rec.compute_s =
+        stage_s({stage::top_layer, stage::expand, stage::forward, stage::backward, stage::compute});
+    rec.allreduce_s =
+        static_cast<double>(coord.stages().total_us()[static_cast<size_t>(stage::allreduce)] -
+                            allreduce_before_us) /
+        1e6;
+    rec.comm_s = std::max(0.0, rec.epoch_s - rec.sample_s - rec.compute_s - rec.allreduce_s);
+    if (decentralized) {
+      const compute_counters w = totals.work - totals_before.work;
+      rec.work_json = "{\"nodes\":" + std::to_string(w.nodes) +
+                      ",\"edges\":" + std::to_string(w.edges) +
+                      ",\"kernel_calls\":" + std::to_string(w.kernel_calls) +
+                      ",\"graphs\":" + std::to_string(w.graphs) +
+                      ",\"rows_pulled\":" + std::to_string(w.rows_pulled) + "}";
+    }
     wire::traffic epoch_kinds;
     for (int k = 0; k < wire::kNumKinds; ++k) {
       epoch_kinds.bytes[k] = after_train.bytes[k] - kinds_before.bytes[k];
@@ -95,7 +127,8 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
       rec.test_acc = ev.accuracy(2);
       rec.eval_s = clock.seconds();
     }
-    kinds_before = coord.traffic().sent;
+    totals_before = coord.traffic();
+    kinds_before = totals_before.sent;
     bytes_before = kinds_before.total_bytes();
     rec.eval_bytes = bytes_before - after_train.total_bytes();
     if (report.epoch_done(rec) && !s.checkpoint.empty()) {
@@ -107,6 +140,16 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     result.parameters = params.front();
   }
   result.traffic = coord.traffic();
+  if (!s.trace.empty()) {
+    const std::string json = coord.chrome_trace();
+    std::FILE* f = std::fopen(s.trace.c_str(), "w");
+    if (!f) throw std::runtime_error("cannot create the trace file " + s.trace);
+    const bool written = std::fwrite(json.data(), 1, json.size(), f) == json.size();
+    if (std::fclose(f) != 0 || !written)
+      throw std::runtime_error("cannot write the trace file " + s.trace);
+    std::printf("trace of the pipeline stages written to %s (%.1f MB)\n", s.trace.c_str(),
+                static_cast<double>(json.size()) / 1e6);
+  }
   return result;
 }
 

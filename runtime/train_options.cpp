@@ -30,6 +30,9 @@ std::vector<option_spec> train_option_specs() {
       {"max-batches", "0",
        "stop each epoch after N steps (0 = all), for measurements on large graphs"},
       {"metrics", "", "append one JSON line per epoch to this file"},
+      {"trace", "",
+       "clusters: write every worker's pipeline stages to this Chrome trace event file "
+       "(open in Perfetto or chrome://tracing)"},
       {"checkpoint", "", "write the best-validation model here"},
       {"resume", "", "start from this checkpoint (parameters and optimiser state)"},
       {"no-progress", "false", "no live progress line", true},
@@ -85,6 +88,7 @@ train_settings read_train_settings(const option_set& opts) {
   s.eval_every = static_cast<int>(opts.integer("eval-every", 0, 1'000'000));
   s.max_batches = static_cast<std::uint64_t>(opts.integer("max-batches", 0));
   s.metrics = opts.str("metrics");
+  s.trace = opts.str("trace");
   s.checkpoint = opts.str("checkpoint");
   s.resume = opts.str("resume");
   s.progress = !opts.flag("no-progress");

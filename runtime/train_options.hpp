@@ -25,6 +25,7 @@ struct train_settings {
   std::uint64_t max_batches = 0;  ///< stop each epoch after this many steps (0 = all): measurements
   std::uint64_t seed = 1;
   std::string metrics;     ///< JSON lines file, empty = none
+  std::string trace;       ///< Chrome trace event file of a cluster run, empty = none
   std::string checkpoint;  ///< best-validation checkpoint file, empty = none
   std::string resume;      ///< checkpoint to start from
   bool progress = true;    ///< live progress line on a terminal

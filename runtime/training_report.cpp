@@ -58,14 +58,16 @@ bool training_report::epoch_done(const epoch_record& r) {
         "\"valid_acc\":%.6f,\"test_acc\":%.6f,\"epoch_s\":%.4f,\"sample_s\":%.4f,\"comm_s\":%.4f,"
         "\"compute_s\":%.4f,\"eval_s\":%.4f,\"steps\":%llu,\"seeds\":%llu,\"bytes\":%llu,\"bytes_"
         "by_kind\":%s,"
-        "\"eval_bytes\":%llu,\"setup_bytes\":%llu,\"peak_rss_mib\":%.1f}\n",
+        "\"eval_bytes\":%llu,\"setup_bytes\":%llu,\"allreduce_s\":%.4f,\"work\":%s,"
+        "\"peak_rss_mib\":%.1f}\n",
         run_.c_str(), r.epoch, r.loss, r.train_acc, r.evaluated ? "true" : "false",
         r.eval_train_acc, r.valid_acc, r.test_acc, r.epoch_s, r.sample_s, r.comm_s, r.compute_s,
         r.eval_s, static_cast<unsigned long long>(r.steps),
         static_cast<unsigned long long>(r.seeds), static_cast<unsigned long long>(r.bytes),
         r.bytes_by_kind_json.empty() ? "{}" : r.bytes_by_kind_json.c_str(),
         static_cast<unsigned long long>(r.eval_bytes),
-        static_cast<unsigned long long>(r.setup_bytes), peak_rss_mib());
+        static_cast<unsigned long long>(r.setup_bytes), r.allreduce_s,
+        r.work_json.empty() ? "{}" : r.work_json.c_str(), peak_rss_mib());
     std::fflush(metrics_);
   }
   return best;

@@ -15,6 +15,8 @@ struct epoch_record {
   bool evaluated = false;  ///< exact inference ran this epoch
   double eval_train_acc = 0, valid_acc = 0, test_acc = 0;
   double epoch_s = 0, sample_s = 0, compute_s = 0, comm_s = 0, eval_s = 0;
+  double allreduce_s = 0;  ///< clusters: gradient averaging and apply (coordinator wall time)
+  std::string work_json;   ///< decentralized: {"nodes":...,"edges":...} computed this epoch
   std::uint64_t steps = 0, seeds = 0;
   std::uint64_t bytes = 0;         ///< sent between nodes during the epoch (training, not eval)
   std::string bytes_by_kind_json;  ///< {"kind":bytes,...}

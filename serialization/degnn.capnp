@@ -130,5 +130,6 @@ struct Control {
     gradient @6;
     refresh @7;
     initHistory @8;
+    trace @9;                 # the timeline of stages, as Chrome trace events in `text`
   }
 }

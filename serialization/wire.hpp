@@ -99,6 +99,7 @@ enum class control_kind : std::uint16_t {
   gradient,      ///< decentralized: send the gradient accumulated over the step
   refresh,       ///< decentralized: pull the halo's historical embeddings
   init_history,  ///< decentralized: seed the history from the last evaluation
+  trace,         ///< the actor's stage timeline (Chrome trace events in text)
 };
 struct control {
   header h;

@@ -297,6 +297,37 @@ TEST(DecentralizedPipeline, FusionLevelsComputeTheSameWithLessWork) {
   }
 }
 
+TEST(DecentralizedPipeline, TraceFileHoldsEveryWorkersStages) {
+  train_settings s = settings("decentralized", 4, 3);
+  s.epochs = 1;
+  const fs::path trace = fs::temp_directory_path() / "degnn-trace-test.json";
+  s.trace = trace.string();
+  run(s);
+  std::FILE* f = std::fopen(s.trace.c_str(), "r");
+  ASSERT_NE(f, nullptr) << "no trace file written";
+  std::string json;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;)
+    json.append(buf, n);
+  std::fclose(f);
+  fs::remove(trace);
+  ASSERT_EQ(json.rfind("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", 0), 0u);
+  EXPECT_EQ(std::count(json.begin(), json.end(), '{'), std::count(json.begin(), json.end(), '}'));
+  EXPECT_EQ(std::count(json.begin(), json.end(), '['), std::count(json.begin(), json.end(), ']'));
+  // Every partition shows its owner stages and its shard stages; the coordinator its phases.
+  for (int p = 0; p < 4; ++p) {
+    for (const char* name : {"sample", "push wait", "top layer", "expand", "forward", "backward"}) {
+      const std::string event =
+          std::string("{\"name\":\"") + name + "\",\"ph\":\"X\",\"pid\":" + std::to_string(p);
+      EXPECT_NE(json.find(event), std::string::npos) << event;
+    }
+  }
+  for (const char* name : {"step", "all-reduce"}) {
+    const std::string event = std::string("{\"name\":\"") + name + "\",\"ph\":\"X\",\"pid\":4";
+    EXPECT_NE(json.find(event), std::string::npos) << event;
+  }
+}
+
 TEST(DecentralizedPipeline, LargerStalenessPullsFewerHistoryRows) {
   train_settings s = settings("decentralized", 4, 3);
   s.epochs = 1;

@@ -1,0 +1,76 @@
+// Per-actor timeline of pipeline stages: running totals per stage (the epoch-time split in the
+// metrics) and, when tracing, the spans themselves for a Chrome trace event file (--trace).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace degnn {
+
+enum class stage : std::uint8_t {
+  sample,        ///< sampling: the owner's hop 0 (decentralized) or every hop with its waits
+  push_wait,     ///< owner: pushes out until every partial sum is back
+  top_layer,     ///< owner: top layer, loss and its backward
+  grad_wait,     ///< owner: gradient returns out until every shard took them
+  expand,        ///< shard: planning and local expansion of the step's sub-graphs
+  history_pull,  ///< shard: waiting for stale historical rows
+  forward,       ///< shard: local layers forward
+  backward,      ///< shard: local layers backward (at the gradient phase)
+  feature_pull,  ///< centralized: waiting for remote input features
+  compute,       ///< centralized: forward and backward of the batch
+  step_phase,    ///< coordinator: every worker's step, wall time
+  allreduce,     ///< coordinator: gradient collection, averaging and apply, wall time
+};
+inline constexpr int kNumStages = 12;
+
+const char* stage_name(stage s);
+
+class stage_log {
+ public:
+  /// Microseconds on the system clock, so that processes on one host share a time line.
+  static std::int64_t now_us();
+
+  void add(stage s, std::uint64_t step, std::int64_t begin_us, std::int64_t end_us);
+  /// Keeps spans (for a trace) from now on, at most max_spans of them.
+  void keep_spans(std::size_t max_spans = 2'000'000) { max_spans_ = max_spans; }
+
+  const std::array<std::uint64_t, kNumStages>& total_us() const { return total_us_; }
+  /// Chrome trace events ("ph":"X", microseconds) of the kept spans, comma-separated, for process
+  /// `pid`; ends with an instant event saying how many spans did not fit, if any.
+  std::string chrome_events(int pid) const;
+
+ private:
+  struct span {
+    stage s;
+    std::uint64_t step;
+    std::int64_t begin_us, end_us;
+  };
+  std::array<std::uint64_t, kNumStages> total_us_{};
+  std::vector<span> spans_;
+  std::size_t max_spans_ = 0;
+  std::uint64_t spans_dropped_ = 0;
+};
+
+/// Adds the span from construction to destruction (or to end()) to a log.
+class stage_timer {
+ public:
+  stage_timer(stage_log& log, stage s, std::uint64_t step)
+      : log_(&log), s_(s), step_(step), begin_(stage_log::now_us()) {}
+  stage_timer(const stage_timer&) = delete;
+  stage_timer& operator=(const stage_timer&) = delete;
+  ~stage_timer() { end(); }
+  void end() {
+    if (log_) log_->add(s_, step_, begin_, stage_log::now_us());
+    log_ = nullptr;
+  }
+
+ private:
+  stage_log* log_;
+  stage s_;
+  std::uint64_t step_;
+  std::int64_t begin_;
+};
+
+}  // namespace degnn
