@@ -481,12 +481,14 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
                                        std::to_string(st.replica->parameters().size()));
               }
               st.replica->apply_gradient(avg.values);
+              ++st.applies_done;
               // A decentralized step accumulates from pushes of several owners: start from zero.
               if (st.settings.decentralized) st.replica->model().zero_grad();
               wire::control out{.h = {avg.h.step, st.part->part},
                                 .what = wire::control_kind::result};
               auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));
               count(st, kCoordinatorPart, msg);
+              if (st.settings.decentralized) run_ready_work(self);
               return msg;
             }
             case wire::kind::halo_request:

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -94,6 +95,12 @@ struct batch_state {
   bool halo_features_loaded = false;  ///< level 0 (features) is pulled once: it never changes
   std::map<std::uint64_t, served_step> served;  ///< by step
   compute_counters work;
+  /// Averaged gradients applied so far; a step's forward needs as many as its step control says
+  /// (the previous step's may still be in its all-reduce while this one prepares).
+  std::uint64_t applies_done = 0;
+  std::map<std::uint64_t, std::uint64_t> applies_needed;  ///< by step
+  /// Work of a step waiting for its weights: (step, what to run).
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> waiting_for_weights;
   stage_log stages;  ///< time per pipeline stage (and, when tracing, the spans)
 };
 

@@ -49,6 +49,8 @@ wire_message serve_embedding_get(batch_state& st, const wire_message& m);
 /// Brings the whole halo cache up to date: features the first time, then every history level
 /// (rows newer than the held version only). Run once before the first step.
 caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c);
+/// Runs the work waiting for weights that are now there (after an apply or a step control).
+void run_ready_work(self_ptr self);
 /// Seeds the history with the exact embeddings of the last evaluation pass.
 wire_message init_history(batch_state& st, const wire::control& c);
 

@@ -1,6 +1,7 @@
 // Blocking control flow of the coordinator: send to all batch actors at once, then collect.
 #include "actors/coordinator.hpp"
 
+#include <optional>
 #include <stdexcept>
 
 namespace degnn {
@@ -41,28 +42,36 @@ void coordinator::count(int part, const wire_message& m) {
   if (part != 0) sent_.add(static_cast<wire::kind>(m.kind), m.bytes.size());
 }
 
-std::vector<wire_message> coordinator::broadcast(const std::vector<wire_message>& per_batcher,
-                                                 const char* what) {
-  // All requests leave before the first reply is awaited, so the workers run concurrently.
-  using handle = decltype(self_->request(batchers_[0], timeout_, batch_atom_v, wire_message{}));
-  std::vector<handle> pending;
-  pending.reserve(batchers_.size());
-  for (size_t p = 0; p < batchers_.size(); ++p) {
-    pending.push_back(self_->request(batchers_[p], timeout_, batch_atom_v, per_batcher[p]));
-  }
-  std::vector<wire_message> replies(batchers_.size());
+coordinator::in_flight coordinator::send_all(const std::vector<wire_message>& per_batcher,
+                                             const char* what) {
+  in_flight f{.what = what};
+  f.handles.reserve(batchers_.size());
+  for (size_t p = 0; p < batchers_.size(); ++p)
+    f.handles.push_back(self_->request(batchers_[p], timeout_, batch_atom_v, per_batcher[p]));
+  return f;
+}
+
+std::vector<wire_message> coordinator::collect(in_flight& f) {
+  std::vector<wire_message> replies(f.handles.size());
   std::string failure;
-  for (size_t p = 0; p < pending.size(); ++p) {
-    pending[p].receive([&](wire_message& r) { replies[p] = std::move(r); },
-                       [&](caf::error& e) {
-                         if (failure.empty()) {
-                           failure = std::string(what) + " on partition " + std::to_string(p) +
-                                     " failed: " + self_->system().render(e);
-                         }
-                       });
+  for (size_t p = 0; p < f.handles.size(); ++p) {
+    f.handles[p].receive([&](wire_message& r) { replies[p] = std::move(r); },
+                         [&](caf::error& e) {
+                           if (failure.empty()) {
+                             failure = std::string(f.what) + " on partition " + std::to_string(p) +
+                                       " failed: " + self_->system().render(e);
+                           }
+                         });
   }
   if (!failure.empty()) throw std::runtime_error(failure);
   return replies;
+}
+
+std::vector<wire_message> coordinator::broadcast(const std::vector<wire_message>& per_batcher,
+                                                 const char* what) {
+  // All requests leave before the first reply is awaited, so the workers run concurrently.
+  auto f = send_all(per_batcher, what);
+  return collect(f);
 }
 
 step_result coordinator::step(std::uint32_t epoch, std::uint64_t index, std::uint64_t global_step) {
@@ -105,13 +114,17 @@ step_result coordinator::step(std::uint32_t epoch, std::uint64_t index, std::uin
   return r;
 }
 
-std::vector<wire_message> coordinator::broadcast_control(const wire::control& c, const char* what) {
+std::vector<wire_message> coordinator::control_messages(const wire::control& c) {
   std::vector<wire_message> out;
   for (size_t p = 0; p < batchers_.size(); ++p) {
     out.push_back(pack(wire::kind::control, wire::encode(ctx_, c)));
     count(static_cast<int>(p), out.back());
   }
-  return broadcast(out, what);
+  return out;
+}
+
+std::vector<wire_message> coordinator::broadcast_control(const wire::control& c, const char* what) {
+  return broadcast(control_messages(c), what);
 }
 
 void coordinator::apply_average(std::vector<float> sum, int contributors,
@@ -130,18 +143,37 @@ void coordinator::apply_average(std::vector<float> sum, int contributors,
     count(static_cast<int>(p), out.back());
   }
   broadcast(out, "apply gradient");
+  ++applies_sent_;
 }
 
 step_result coordinator::step_decentralized(std::uint32_t epoch, std::uint64_t index,
                                             std::uint64_t global_step) {
+  // Pipelined: the gradient phase of the previous step (shard backward, history commit) and this
+  // step's request leave together, so this step's sampling, local expansion and history pulls
+  // run during the previous step's all-reduce; its forward waits for the averaged gradient
+  // (`counts[0]`: the applies it needs). At most two steps are in flight.
+  std::optional<in_flight> gradient;
+  if (unreduced_) {
+    gradient = send_all(
+        control_messages({.h = {unreduced_->step, 0}, .what = wire::control_kind::gradient}),
+        "gradient");
+  }
+  stage_timer phase(stages_, stage::step_phase, global_step);
+  const std::uint64_t needs = applies_sent_ + (unreduced_ ? 1 : 0);
+  auto step = send_all(control_messages({.h = {global_step, 0},
+                                         .what = wire::control_kind::step,
+                                         .epoch = epoch,
+                                         .value = static_cast<double>(index),
+                                         .counts = {needs}}),
+                       "step");
+  if (gradient) {
+    stage_timer reduce(stages_, stage::allreduce, unreduced_->step);
+    reduce_and_apply(collect(*gradient), unreduced_->contributors, unreduced_->step);
+    unreduced_.reset();
+  }
   step_result r;
   int contributors = 0;
-  stage_timer phase(stages_, stage::step_phase, global_step);
-  for (const auto& m : broadcast_control({.h = {global_step, 0},
-                       .what = wire::control_kind::step,
-                       .epoch = epoch,
-                       .value = static_cast<double>(index)},
-                                         "step")) {
+  for (const auto& m : collect(step)) {
     const auto stats = wire::decode_allreduce_chunk(ctx_, m.bytes);
     r.loss_sum += stats.loss;
     r.seeds += stats.seeds;
@@ -149,11 +181,26 @@ step_result coordinator::step_decentralized(std::uint32_t epoch, std::uint64_t i
     contributors += stats.seeds > 0;
   }
   phase.end();
-  // Every worker's gradient now holds its own batch and the pushes it served for the others.
-  stage_timer reduce(stages_, stage::allreduce, global_step);
+  unreduced_ = unreduced_step{global_step, contributors};
+  if (!pipelined_) finish_steps();
+  return r;
+}
+
+void coordinator::finish_steps() {
+  if (!unreduced_) return;
+  stage_timer reduce(stages_, stage::allreduce, unreduced_->step);
+  reduce_and_apply(
+      broadcast_control({.h = {unreduced_->step, 0}, .what = wire::control_kind::gradient},
+                        "gradient"),
+      unreduced_->contributors, unreduced_->step);
+  unreduced_.reset();
+}
+
+void coordinator::reduce_and_apply(const std::vector<wire_message>& gradients, int contributors,
+                                   std::uint64_t global_step) {
+  // Every worker's gradient holds its own batch and the pushes it served for the others.
   std::vector<float> sum;
-  for (const auto& m : broadcast_control(
-           {.h = {global_step, 0}, .what = wire::control_kind::gradient}, "gradient")) {
+  for (const auto& m : gradients) {
     const auto g = wire::decode_allreduce_chunk(ctx_, m.bytes);
     if (sum.empty()) sum.assign(g.values.size(), 0.0f);
     if (g.values.size() != sum.size())
@@ -162,10 +209,10 @@ step_result coordinator::step_decentralized(std::uint32_t epoch, std::uint64_t i
       sum[i] += g.values[i];
   }
   apply_average(std::move(sum), contributors, global_step);
-  return r;
 }
 
 void coordinator::init_history(int num_layers, std::uint64_t global_step) {
+  finish_steps();
   evaluate(num_layers, global_step);
   broadcast_control({.h = {global_step, 0}, .what = wire::control_kind::init_history},
                     "init history");
@@ -174,6 +221,7 @@ void coordinator::init_history(int num_layers, std::uint64_t global_step) {
 }
 
 eval_result coordinator::evaluate(int num_layers, std::uint64_t global_step) {
+  finish_steps();  // evaluate the weights every step so far produced
   eval_result result;
   for (int layer = 1; layer <= num_layers; ++layer) {
     wire::control c{.h = {global_step, 0},
@@ -199,6 +247,7 @@ eval_result coordinator::evaluate(int num_layers, std::uint64_t global_step) {
 }
 
 std::vector<std::vector<float>> coordinator::parameters(std::uint64_t global_step) {
+  finish_steps();
   wire::control c{.h = {global_step, 0}, .what = wire::control_kind::checkpoint};
   std::vector<wire_message> out(batchers_.size(), pack(wire::kind::control, wire::encode(ctx_, c)));
   // The request crosses nodes like any other control message; the replies are counted by the

@@ -6,7 +6,9 @@
 
 #include <array>
 #include <chrono>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "actors/compute_counters.hpp"
@@ -52,8 +54,16 @@ class coordinator {
   /// its seeds' neighbours, which pull the stale history they read), then the gradients every
   /// worker accumulated (its own batch and the pushes it served) are averaged over the workers
   /// that had seeds and applied everywhere.
+  /// When pipelined, the gradient phase of a step runs together with the next step (see
+  /// set_pipelined); call finish_steps() (evaluate and parameters do) to complete the last one.
   step_result step_decentralized(std::uint32_t epoch, std::uint64_t index,
                                  std::uint64_t global_step);
+
+  /// Overlap each decentralized step's preparation with the previous step's all-reduce. Results
+  /// are the same either way (the forward still waits for the averaged gradient).
+  void set_pipelined(bool on) { pipelined_ = on; }
+  /// Reduces and applies the gradient of a step still in flight, if any.
+  void finish_steps();
 
   /// Initialises the decentralized pipeline's history with one exact inference pass.
   void init_history(int num_layers, std::uint64_t global_step);
@@ -78,6 +88,19 @@ class coordinator {
  private:
   std::vector<wire_message> broadcast(const std::vector<wire_message>& per_batcher,
                                       const char* what);
+  using handle = decltype(std::declval<caf::blocking_actor*>()->request(
+      std::declval<batch_actor>(), std::chrono::milliseconds(), batch_atom_v, wire_message{}));
+  struct in_flight {
+    const char* what = "";
+    std::vector<handle> handles;
+  };
+  /// Sends one message to every batch actor; collect() waits for every reply (in part order).
+  in_flight send_all(const std::vector<wire_message>& per_batcher, const char* what);
+  std::vector<wire_message> collect(in_flight& f);
+  /// One control message per batch actor, counted.
+  std::vector<wire_message> control_messages(const wire::control& c);
+  void reduce_and_apply(const std::vector<wire_message>& gradients, int contributors,
+                        std::uint64_t global_step);
   /// Sends the same control message to every batch actor (counted) and returns the replies.
   std::vector<wire_message> broadcast_control(const wire::control& c, const char* what);
   /// Averages the summed gradients over the contributors and has every replica apply it.
@@ -91,6 +114,13 @@ class coordinator {
   std::chrono::milliseconds timeout_;
   wire::traffic sent_;
   stage_log stages_;
+  bool pipelined_ = false;
+  std::uint64_t applies_sent_ = 0;  ///< averaged gradients every replica has applied
+  struct unreduced_step {
+    std::uint64_t step;
+    int contributors;
+  };
+  std::optional<unreduced_step> unreduced_;  ///< a step whose gradient phase has not run yet
 };
 
 }  // namespace degnn

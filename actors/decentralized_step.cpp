@@ -67,6 +67,25 @@ std::vector<Matrix> leaf_rows(const batch_state& st, const local_cg& cg) {
   return out;
 }
 
+bool weights_ready(const batch_state& st, std::uint64_t step) {
+  const auto it = st.applies_needed.find(step);
+  return it != st.applies_needed.end() && st.applies_done >= it->second;
+}
+
+// Runs fn once the weights of `step` are there: every averaged gradient before it applied.
+void when_weights_ready(self_ptr self, std::uint64_t step, std::function<void()> fn) {
+  auto& st = self->state;
+  if (weights_ready(st, step)) {
+    fn();
+    return;
+  }
+  st.waiting_for_weights.emplace_back(
+      step, [self, step, since = stage_log::now_us(), fn = std::move(fn)] {
+        self->state.stages.add(stage::weights_wait, step, since, stage_log::now_us());
+        fn();
+      });
+}
+
 void fail_step(batch_state& st, served_step& s, const std::string& why) {
   for (auto& p : s.pushes) {
     if (p && p->rp.pending()) p->rp.deliver(as_error(st, why));
@@ -223,7 +242,7 @@ void compute_step(self_ptr self, std::uint64_t step) {
     }
     expanding.end();
     if (gets.empty()) {
-      finish_step(self, step);
+      when_weights_ready(self, step, [self, step] { finish_step(self, step); });
       return;
     }
     std::vector<batch_request> requests;
@@ -274,7 +293,7 @@ void compute_step(self_ptr self, std::uint64_t step) {
             st.served.erase(it);
             return;
           }
-          finish_step(self, step);
+          when_weights_ready(self, step, [self, step] { finish_step(self, step); });
         },
         [self, step](const caf::error& err) {
           auto& st = self->state;
@@ -394,6 +413,8 @@ caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::co
   const int parts = num_parts(st);
   auto job = std::make_shared<owner_job>();
   job->step = c.h.step;
+  // The weights this step's forward needs (the previous step may still be in its all-reduce).
+  st.applies_needed[job->step] = c.counts.empty() ? st.applies_done : c.counts.front();
   stage_timer sampling(st.stages, stage::sample, job->step);
   if (!st.train_global.empty()) {
     if (st.batches_epoch != c.epoch) {
@@ -410,6 +431,7 @@ caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::co
   for (auto& p : pushes) {
     p.h = {job->step, me};
     p.layer = static_cast<std::uint8_t>(top_level(st));
+    p.applies = st.applies_needed[job->step];
   }
   pushes[static_cast<size_t>(me)].rows = job->seeds;
   job->counts.resize(b);
@@ -442,16 +464,19 @@ caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::co
   }
   job->rp = self->make_response_promise<wire_message>();
   sampling.end();
+  run_ready_work(self);  // pushes of this step may have been waiting for its weights
   gather(
       self, batch_atom_v, std::move(requests), st.settings.timeout,
       [self, job, pushed_at = stage_log::now_us()](std::vector<wire_message>& replies) {
         self->state.stages.add(stage::push_wait, job->step, pushed_at, stage_log::now_us());
-        try {
-          finish_owner_step(self, job, replies);
-        } catch (const std::exception& e) {
-          ++self->state.rejected;
-          job->rp.deliver(as_error(self->state, std::string("decentralized step: ") + e.what()));
-        }
+        when_weights_ready(self, job->step, [self, job, replies = std::move(replies)]() mutable {
+          try {
+            finish_owner_step(self, job, replies);
+          } catch (const std::exception& e) {
+            ++self->state.rejected;
+            job->rp.deliver(as_error(self->state, std::string("decentralized step: ") + e.what()));
+          }
+        });
       },
       [self, job](const caf::error& err) {
         job->rp.deliver(as_error(self->state, "computation push failed: " + caf::to_string(err)));
@@ -489,6 +514,14 @@ caf::result<wire_message> serve_push(self_ptr self, const wire_message& m) {
     throw wire::wire_error("a second computation_push from part " + std::to_string(push.h.sender) +
                            " for step " + std::to_string(step));
   }
+  // Every push of a step names the same weights; the shard computes with those.
+  const auto [needed, fresh] = st.applies_needed.try_emplace(step, push.applies);
+  if (!fresh && needed->second != push.applies) {
+    throw wire::wire_error("computation_push from part " + std::to_string(push.h.sender) +
+                           " needs " + std::to_string(push.applies) +
+                           " applied gradients, another push of step " + std::to_string(step) +
+                           " said " + std::to_string(needed->second));
+  }
   auto rp = self->make_response_promise<wire_message>();
   slot = served_push{.push = std::move(push), .rp = rp};
   if (++s.received == num_parts(st)) compute_step(self, step);
@@ -521,7 +554,24 @@ wire_message serve_gradient_return(batch_state& st, const wire_message& m) {
   return msg;
 }
 
+void run_ready_work(self_ptr self) {
+  auto& st = self->state;
+  // Work that runs may queue more (or the same step's next stage): loop until nothing is ready.
+  for (bool ran = true; ran;) {
+    ran = false;
+    for (size_t i = 0; i < st.waiting_for_weights.size(); ++i) {
+      if (!weights_ready(st, st.waiting_for_weights[i].first)) continue;
+      auto fn = std::move(st.waiting_for_weights[i].second);
+      st.waiting_for_weights.erase(st.waiting_for_weights.begin() + static_cast<std::ptrdiff_t>(i));
+      fn();
+      ran = true;
+      break;
+    }
+  }
+}
+
 void backward_served_steps(batch_state& st, std::uint64_t upto) {
+  st.applies_needed.erase(st.applies_needed.begin(), st.applies_needed.upper_bound(upto));
   while (!st.served.empty() && st.served.begin()->first <= upto) {
     const std::uint64_t step = st.served.begin()->first;
     served_step& s = st.served.begin()->second;

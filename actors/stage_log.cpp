@@ -27,6 +27,8 @@ const char* stage_name(stage s) {
       return "feature pull";
     case stage::compute:
       return "compute";
+    case stage::weights_wait:
+      return "weights wait";
     case stage::step_phase:
       return "step";
     case stage::allreduce:
@@ -61,6 +63,7 @@ std::string stage_log::chrome_events(int pid) const {
       case stage::grad_wait:
       case stage::history_pull:
       case stage::feature_pull:
+      case stage::weights_wait:
         return 2;
       case stage::step_phase:
       case stage::allreduce:

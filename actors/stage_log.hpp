@@ -20,10 +20,11 @@ enum class stage : std::uint8_t {
   backward,      ///< shard: local layers backward (at the gradient phase)
   feature_pull,  ///< centralized: waiting for remote input features
   compute,       ///< centralized: forward and backward of the batch
+  weights_wait,  ///< decentralized: prepared work waiting for the previous step's all-reduce
   step_phase,    ///< coordinator: every worker's step, wall time
   allreduce,     ///< coordinator: gradient collection, averaging and apply, wall time
 };
-inline constexpr int kNumStages = 12;
+inline constexpr int kNumStages = 13;
 
 const char* stage_name(stage s);
 

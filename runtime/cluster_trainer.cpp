@@ -47,6 +47,7 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
                 static_cast<double>(result.init_bytes) / 1e6);
   }
   if (!s.trace.empty()) coord.keep_spans();
+  coord.set_pipelined(decentralized && s.overlap);
   cluster_traffic totals_before = coord.traffic();
   std::uint64_t bytes_before = totals_before.sent.total_bytes();
   wire::traffic kinds_before = totals_before.sent;
@@ -74,6 +75,7 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
       report.batch_progress(rec.epoch, i + 1, steps, rec.seeds ? loss_sum / rec.seeds : 0,
                             rec.seeds / std::max(1e-9, epoch_clock.seconds()));
     }
+    coord.finish_steps();  // the epoch's last all-reduce belongs to it
     rec.epoch_s = epoch_clock.seconds();
     rec.loss = rec.seeds ? loss_sum / rec.seeds : 0;
     rec.train_acc = rec.seeds ? static_cast<double>(correct) / rec.seeds : 0;

@@ -46,6 +46,10 @@ std::vector<option_spec> train_option_specs() {
        "computed once, 1 = within a push only, 0 = none"},
       {"stochastic-rounding", "false", "decentralized: quantize history with stochastic rounding",
        true},
+      {"no-overlap", "false",
+       "decentralized: finish each step's all-reduce before the next step starts preparing "
+       "(same results, no pipelining)",
+       true},
   };
 }
 
@@ -102,6 +106,7 @@ train_settings read_train_settings(const option_set& opts) {
   s.staleness = static_cast<int>(opts.integer("staleness", 1, 1'000'000));
   s.fusion = static_cast<int>(opts.integer("fusion", 0, 2));
   s.stochastic_rounding = opts.flag("stochastic-rounding");
+  s.overlap = !opts.flag("no-overlap");
   if (s.pipeline == "decentralized" && s.model.model != "sage") {
     throw config_error(
         "--pipeline decentralized supports --model sage only (partial sums of a mean)");

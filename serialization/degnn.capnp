@@ -59,6 +59,8 @@ struct ComputationPush {
   fanouts @5 :List(Int32);    # remaining fanouts for local expansion
   rows @6 :List(Int32);       # nodes (owned by the receiver) whose own h^(layer) row is wanted:
                               # the batch owner's seeds, for their self term
+  applies @7 :UInt64;         # averaged gradients the receiver must have applied before it
+                              # computes: the weights of this step
 }
 
 struct PartialAggregate {

@@ -505,6 +505,7 @@ bytes encode(const context& c, const computation_push& m) {
   set_ints(r.initCounts(static_cast<unsigned>(m.counts.size())), m.counts);
   set_ints(r.initNeighbors(static_cast<unsigned>(m.neighbors.size())), m.neighbors);
   set_ints(r.initRows(static_cast<unsigned>(m.rows.size())), m.rows);
+  r.setApplies(m.applies);
   return to_bytes(mb);
 }
 
@@ -530,6 +531,7 @@ computation_push decode_computation_push(const context& c, std::span<const char>
     check_ids(rd, m.neighbors, "neighbors");
     m.rows = to_vector(r.getRows());
     check_ids(rd, m.rows, "rows");
+    m.applies = r.getApplies();
     return m;
   });
 }

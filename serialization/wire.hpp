@@ -145,6 +145,7 @@ struct computation_push {
   std::vector<std::int32_t> counts;  ///< per target
   std::vector<node_id> neighbors;    ///< concatenated
   std::vector<node_id> rows;         ///< nodes whose own row is wanted (the owner's seeds)
+  std::uint64_t applies = 0;  ///< averaged gradients applied before computing (this step's weights)
 };
 
 struct partial_aggregate {

@@ -297,6 +297,25 @@ TEST(DecentralizedPipeline, FusionLevelsComputeTheSameWithLessWork) {
   }
 }
 
+TEST(DecentralizedPipeline, OverlappingStepsGiveTheSameRunBitForBit) {
+  // Step i+1 samples, expands and pulls history while step i is in its all-reduce; its forward
+  // waits for the averaged gradient, and a pull sees every commit of the step before.
+  train_settings s = settings("decentralized", 4, 3);
+  s.fanouts = {10, 10, 10};
+  s.batch_size = 16;  // several steps per epoch, so that steps overlap
+  s.overlap = true;
+  loss_trace overlapped_losses, serial_losses;
+  const cluster_result overlapped = run(s, &overlapped_losses);
+  s.overlap = false;
+  const cluster_result serial = run(s, &serial_losses);
+  ASSERT_GT(overlapped_losses.losses.size(), 4u);
+  EXPECT_EQ(overlapped_losses.losses, serial_losses.losses);
+  EXPECT_EQ(overlapped.parameters, serial.parameters);
+  EXPECT_EQ(overlapped.traffic.sent, serial.traffic.sent);
+  EXPECT_EQ(overlapped.traffic.work, serial.traffic.work);
+  EXPECT_TRUE(overlapped.replicas_identical);
+}
+
 TEST(DecentralizedPipeline, TraceFileHoldsEveryWorkersStages) {
   train_settings s = settings("decentralized", 4, 3);
   s.epochs = 1;
