@@ -35,6 +35,7 @@ struct batch_settings {
   int staleness = 1;
   bool fuse_targets = true;  ///< CG fusion level 1: nodes shared by a push's targets computed once
   bool fuse_pushes = true;   ///< level 2: one sub-graph for all pushes of a step (needs level 1)
+  double local_bias = 1.0;   ///< see expand_local: remote share of a local expansion's fanout
   bool trace = false;        ///< keep every stage span for a trace file
 };
 

@@ -211,7 +211,7 @@ void compute_step(self_ptr self, std::uint64_t step) {
     s.graphs.clear();
     for (const auto& plan : plans) {
       s.graphs.push_back(expand_local(part, *st.book, plan.targets, top, st.settings.fanouts,
-                                      st.settings.seed, step, st.scratch));
+                                      st.settings.seed, step, st.scratch, st.settings.local_bias));
     }
     // Level 0 leaves read features (pulled once); higher levels read history, pulled when the
     // cached row was last confirmed staleness or more steps ago.

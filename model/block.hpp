@@ -20,6 +20,10 @@ struct block {
   std::vector<std::int32_t> indices;
   /// Full-graph in-degree of every source node (GCN normalisation and unbiased rescaling).
   std::vector<std::int32_t> src_degree;
+  /// Empty: GraphSAGE takes the plain mean over the sampled neighbours. Otherwise one weight per
+  /// edge (CSR order) of a weighted neighbour sum: the importance weights of a stratified,
+  /// locality-biased sample, so that the sum stays an unbiased estimate of the full mean.
+  std::vector<float> edge_weight;
 
   std::int32_t num_src() const { return static_cast<std::int32_t>(src_nodes.size()); }
   std::int32_t num_dst() const { return num_dst_nodes; }

@@ -157,7 +157,13 @@ void sage_layer::apply(const block& b, const Matrix& h_src, Matrix& out, layer_c
   const std::int32_t nd = b.num_dst();
   Matrix local_agg;
   Matrix& agg = cache ? cache->agg : local_agg;
-  mean_aggregate(b, h_src, agg);  // (nd, in)
+  if (b.edge_weight.empty()) {
+    mean_aggregate(b, h_src, agg);  // (nd, in)
+  } else {
+    if (b.edge_weight.size() != static_cast<size_t>(b.num_edges()))
+      throw std::invalid_argument("sage_layer: edge weights do not match the block's edges");
+    weighted_aggregate(b, edge_weights{.edge = b.edge_weight, .self_term = {}}, h_src, agg);
+  }
   // out (nd, out) = h_dst W_self + agg W_neigh + b; dst rows are the first nd source rows.
   out.noalias() = h_src.topRows(nd) * w_self;
   out.noalias() += agg * w_neigh;
@@ -176,7 +182,13 @@ void sage_layer::backward(const block& b, const layer_cache& cache, const Matrix
   if (!grad_src) return;
   const Matrix grad_agg = grad_out * w_neigh.transpose();  // (nd, in)
   // grad_src (num_src, in) is overwritten by the scatter, then the self term is added.
-  mean_aggregate_backward(b, transpose_block(b), grad_agg, *grad_src, /*accumulate=*/false);
+  if (b.edge_weight.empty()) {
+    mean_aggregate_backward(b, transpose_block(b), grad_agg, *grad_src, /*accumulate=*/false);
+  } else {
+    weighted_aggregate_backward(b, transpose_block(b),
+                                edge_weights{.edge = b.edge_weight, .self_term = {}}, grad_agg,
+                                *grad_src, /*accumulate=*/false);
+  }
   grad_src->topRows(nd).noalias() += grad_out * w_self.transpose();
 }
 

@@ -2,6 +2,7 @@
 // owner's top layer over partial neighbour sums.
 #include "model/local_cg.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -10,9 +11,49 @@
 
 namespace degnn {
 
+std::int32_t pick_locality_biased(std::span<const node_id> neighbors, const partition_book& book,
+                                  int part, int fanout, double local_bias, row_rng& rng,
+                                  std::vector<node_id>& picks, std::vector<float>& weights) {
+  const auto d = static_cast<std::int32_t>(neighbors.size());
+  std::vector<node_id> local, remote;
+  for (node_id u : neighbors)
+    (book.owner(u) == part ? local : remote).push_back(u);
+  const auto n_local = static_cast<std::int32_t>(local.size());
+  const auto n_remote = static_cast<std::int32_t>(remote.size());
+  auto take = [&](std::span<const node_id> from, std::int32_t k, float w) {
+    const size_t at = picks.size();
+    picks.resize(at + from.size());
+    const std::int32_t got = pick_uniform(from, k, rng, picks.data() + at);
+    picks.resize(at + static_cast<size_t>(got));
+    weights.insert(weights.end(), static_cast<size_t>(got), w);
+    return got;
+  };
+  if (fanout < 0 || fanout >= d || n_local == 0 || n_remote == 0) {
+    // One stratum: a uniform pick, each weighing 1 / count (the plain mean).
+    const size_t at = picks.size();
+    const std::int32_t got = take(neighbors, fanout, 0.0f);
+    for (size_t i = at; i < weights.size(); ++i)
+      weights[i] = 1.0f / static_cast<float>(got);
+    return got;
+  }
+  // Remote share: local_bias times its proportional share, at least one pick (else the remote
+  // stratum would be missing from the estimate), the rest local; any local shortfall goes back.
+  const double share = local_bias * fanout * n_remote / static_cast<double>(d);
+  std::int32_t k_remote = std::clamp(static_cast<std::int32_t>(share + 0.5), 1, n_remote);
+  const std::int32_t k_local = std::min(n_local, fanout - k_remote);
+  k_remote = std::min(n_remote, fanout - k_local);
+  // Stratified estimate of the mean: (n_L / d) mean(local picks) + (n_R / d) mean(remote picks).
+  std::int32_t got = 0;
+  if (k_local > 0)
+    got += take(local, k_local, static_cast<float>(n_local) / (static_cast<float>(d) * k_local));
+  got += take(remote, k_remote, static_cast<float>(n_remote) / (static_cast<float>(d) * k_remote));
+  return got;
+}
+
 local_cg expand_local(const graph_partition& part, const partition_book& book,
                       std::span<const node_id> targets, int top_level, std::span<const int> fanouts,
-                      std::uint64_t seed, std::uint64_t step, std::vector<std::int32_t>& scratch) {
+                      std::uint64_t seed, std::uint64_t step, std::vector<std::int32_t>& scratch,
+                      double local_bias) {
   const int num_levels = static_cast<int>(fanouts.size());
   if (top_level < 0 || top_level >= num_levels) {
     throw std::invalid_argument("expand_local: top level " + std::to_string(top_level) +
@@ -34,20 +75,29 @@ local_cg expand_local(const graph_partition& part, const partition_book& book,
   std::vector<node_id> dst(targets.begin(), targets.end());
   std::vector<std::int32_t> counts;
   std::vector<node_id> picks;
+  std::vector<float> weights;
+  const bool biased = local_bias < 1.0;
   for (int k = top_level - 1; k >= 0; --k) {
     const int hop = num_levels - (k + 1);
     const int fanout = fanouts[static_cast<size_t>(hop)];
     counts.assign(dst.size(), 0);
     picks.clear();
+    weights.clear();
     for (size_t i = 0; i < dst.size(); ++i) {
       const auto row = part.in_neighbors_global(book.local_id(dst[i]));
+      row_rng rng(row_seed(seed, step, static_cast<std::uint64_t>(hop), dst[i]));
+      if (biased) {
+        counts[i] =
+            pick_locality_biased(row, book, part.part, fanout, local_bias, rng, picks, weights);
+        continue;
+      }
       const size_t at = picks.size();
       picks.resize(at + row.size());
-      row_rng rng(row_seed(seed, step, static_cast<std::uint64_t>(hop), dst[i]));
       counts[i] = pick_uniform(row, fanout, rng, picks.data() + at);
       picks.resize(at + static_cast<size_t>(counts[i]));
     }
     block b = assemble_block(dst, counts, picks, scratch);
+    if (biased) b.edge_weight = weights;  // assemble_block keeps the picks' order
     auto& from = cg.src_from[static_cast<size_t>(k)];
     auto& leaves = cg.remote_leaves[static_cast<size_t>(k)];
     from.resize(b.src_nodes.size());

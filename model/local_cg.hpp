@@ -13,6 +13,7 @@
 #include "model/layers.hpp"
 #include "model/partition_book.hpp"
 #include "model/partition_store.hpp"
+#include "model/sampler.hpp"
 
 namespace degnn {
 
@@ -33,9 +34,20 @@ struct local_cg {
 /// Expands `targets` (all owned by part) down to level 0. fanouts are all L fanouts, seed-first;
 /// level k nodes are sampled with fanouts[L - k] and the sampler's key (seed, step, L - k, node),
 /// so a node's picks are those of the centralized pipeline. scratch: size >= num nodes, all -1.
+/// local_bias < 1 samples a node with local and remote neighbours in two strata, the remote one
+/// getting local_bias times its proportional share of the fanout (at least one pick); the
+/// blocks then carry importance weights (block::edge_weight) that keep the mean unbiased.
 local_cg expand_local(const graph_partition& part, const partition_book& book,
                       std::span<const node_id> targets, int top_level, std::span<const int> fanouts,
-                      std::uint64_t seed, std::uint64_t step, std::vector<std::int32_t>& scratch);
+                      std::uint64_t seed, std::uint64_t step, std::vector<std::int32_t>& scratch,
+                      double local_bias = 1.0);
+
+/// The stratified pick behind local_bias: appends the picks of one node (remote neighbours are
+/// those not owned by `part`) to `picks` and their importance weights to `weights`; returns the
+/// number picked. fanout < 0 takes every neighbour.
+std::int32_t pick_locality_biased(std::span<const node_id> neighbors, const partition_book& book,
+                                  int part, int fanout, double local_bias, row_rng& rng,
+                                  std::vector<node_id>& picks, std::vector<float>& weights);
 
 /// What forward keeps for backward.
 struct local_cg_state {

@@ -30,6 +30,7 @@ batch_settings make_batch_settings(const train_settings& s) {
                         .staleness = s.staleness,
                         .fuse_targets = s.fusion >= 1,
                         .fuse_pushes = s.fusion >= 2,
+                        .local_bias = s.local_bias,
                         .trace = !s.trace.empty()};
 }
 

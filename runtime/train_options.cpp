@@ -46,6 +46,9 @@ std::vector<option_spec> train_option_specs() {
        "computed once, 1 = within a push only, 0 = none"},
       {"stochastic-rounding", "false", "decentralized: quantize history with stochastic rounding",
        true},
+      {"local-bias", "1",
+       "decentralized: below 1, a shard's local expansion gives remote neighbours this fraction "
+       "of their share of the fanout (importance-weighted, unbiased); 1 = uniform"},
       {"no-overlap", "false",
        "decentralized: finish each step's all-reduce before the next step starts preparing "
        "(same results, no pipelining)",
@@ -107,6 +110,7 @@ train_settings read_train_settings(const option_set& opts) {
   s.fusion = static_cast<int>(opts.integer("fusion", 0, 2));
   s.stochastic_rounding = opts.flag("stochastic-rounding");
   s.overlap = !opts.flag("no-overlap");
+  s.local_bias = opts.real("local-bias", 0.01, 1);
   if (s.pipeline == "decentralized" && s.model.model != "sage") {
     throw config_error(
         "--pipeline decentralized supports --model sage only (partial sums of a mean)");

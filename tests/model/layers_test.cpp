@@ -185,6 +185,39 @@ TEST(SageLayer, GradientsOfEveryParameterAndTheInputMatchFiniteDifferences) {
   EXPECT_LT(err, 1e-3);
 }
 
+TEST(SageLayer, ImportanceWeightsOfOneOverCountGiveTheMeanAndWeightedGradientsMatch) {
+  block b = random_block(12, 30, 5, 20);
+  sage_layer layer(7, 4);
+  layer.init(5);
+  const Matrix h = random_matrix(30, 7, 24);
+  Matrix plain, weighted;
+  layer.apply(b, h, plain, nullptr);
+  b.edge_weight.resize(static_cast<size_t>(b.num_edges()));
+  for (std::int32_t i = 0; i < b.num_dst(); ++i) {
+    for (std::int32_t e = b.indptr[i]; e < b.indptr[i + 1]; ++e)
+      b.edge_weight[static_cast<size_t>(e)] =
+          1.0f / static_cast<float>(b.indptr[i + 1] - b.indptr[i]);
+  }
+  layer.apply(b, h, weighted, nullptr);
+  EXPECT_LT((plain - weighted).cwiseAbs().maxCoeff(), 1e-5);
+  // Arbitrary weights: gradients against finite differences.
+  const Matrix w = random_matrix(1, static_cast<Eigen::Index>(b.num_edges()), 25);
+  for (size_t e = 0; e < b.edge_weight.size(); ++e)
+    b.edge_weight[e] = 0.5f + std::abs(w(0, static_cast<Eigen::Index>(e)));
+  Matrix x = h;
+  const Matrix r = random_matrix(12, 4, 26);
+  Matrix out, grad_src;
+  layer.forward(b, x, out, true);
+  layer.backward(b, r, &grad_src);
+  const auto loss = [&] {
+    Matrix o;
+    layer.apply(b, x, o, nullptr);
+    return dot(o, r);
+  };
+  EXPECT_LT(max_grad_error(*layer.parameters()[1], *layer.gradients()[1], loss, 1e-2f), 1e-3);
+  EXPECT_LT(max_grad_error(x, grad_src, loss, 1e-2f), 1e-3);
+}
+
 TEST(GcnLayer, GradientsOfEveryParameterAndTheInputMatchFiniteDifferences) {
   const block b = random_block(12, 30, 5, 30);
   gcn_layer layer(6, 5);
