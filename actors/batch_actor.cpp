@@ -378,6 +378,47 @@ wire_message serve_halo(batch_state& st, const wire_message& m) {
   return msg;
 }
 
+// Readiness probe. value 0: answer. value 1: first have every peer's batch actor and shard answer
+// once, so that every route between nodes has carried a message before training starts (a
+// message racing a connection being set up is retried here, with a short timeout, not lost in
+// a step).
+caf::result<wire_message> probe(self_ptr self, const wire::control& c) {
+  auto& st = self->state;
+  wire::control out{.h = {c.h.step, st.part->part}, .what = wire::control_kind::result};
+  auto reply = pack(wire::kind::control, wire::encode(st.ctx, out));
+  if (c.value != 1) return reply;
+  const int me = st.part->part;
+  const wire::control ping{.h = {c.h.step, me}, .what = wire::control_kind::epoch};
+  const wire::control ask{.h = {c.h.step, me}, .what = wire::control_kind::result};
+  std::vector<batch_request> to_batchers;
+  std::vector<shard_request> to_shards;
+  for (size_t p = 0; p < st.view->batchers.size(); ++p) {
+    if (static_cast<int>(p) == me) continue;
+    to_batchers.push_back(
+        {st.view->batchers[p], pack(wire::kind::control, wire::encode(st.ctx, ping))});
+    to_shards.push_back({st.view->shards[p], pack(wire::kind::control, wire::encode(st.ctx, ask))});
+  }
+  auto rp = self->make_response_promise<wire_message>();
+  const auto timeout = std::chrono::milliseconds(2000);
+  gather(
+      self, batch_atom_v, std::move(to_batchers), timeout,
+      [self, rp, reply, timeout,
+       to_shards = std::move(to_shards)](std::vector<wire_message>&) mutable {
+        gather(
+            self, shard_atom_v, std::move(to_shards), timeout,
+            [rp, reply](std::vector<wire_message>&) mutable { rp.deliver(reply); },
+            [self, rp](const caf::error& e) mutable {
+              rp.deliver(
+                  as_error(self->state, "a peer's shard did not answer: " + caf::to_string(e)));
+            });
+      },
+      [self, rp](const caf::error& e) mutable {
+        rp.deliver(
+            as_error(self->state, "a peer's batch actor did not answer: " + caf::to_string(e)));
+      });
+  return rp;
+}
+
 wire_message traffic_report(batch_state& st, std::uint64_t step) {
   wire::control out{.h = {step, st.part->part}, .what = wire::control_kind::result};
   out.counts = st.sent.to_report(st.rejected);
@@ -423,11 +464,8 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
                 return as_error(st, "not connected to every peer yet");
               }
               switch (c.what) {
-                case wire::control_kind::epoch: {
-                  wire::control out{.h = {c.h.step, st.part->part},
-                                    .what = wire::control_kind::result};
-                  return pack(wire::kind::control, wire::encode(st.ctx, out));
-                }
+                case wire::control_kind::epoch:
+                  return probe(self, c);
                 case wire::control_kind::shutdown: {
                   wire::control out{.h = {c.h.step, st.part->part},
                                     .what = wire::control_kind::result};

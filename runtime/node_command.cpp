@@ -177,8 +177,9 @@ int run_node(int argc, char** argv) {
   for (size_t p = 0; p < peers.size(); ++p) {
     while (true) {
       bool ok = false;
-      wire::control ping{.h = {0, 0}, .what = wire::control_kind::epoch};
-      self->request(view->batchers[p], std::chrono::seconds(5), batch_atom_v,
+      // value 1: the batch actor first reaches every peer's batch actor and shard.
+      wire::control ping{.h = {0, 0}, .what = wire::control_kind::epoch, .value = 1};
+      self->request(view->batchers[p], std::chrono::seconds(10), batch_atom_v,
                     wire_message{static_cast<std::uint16_t>(wire::kind::control),
                                  wire::encode(ctx, ping)})
           .receive([&](wire_message&) { ok = true; }, [&](caf::error&) {});
