@@ -385,6 +385,12 @@ wire_message serve_halo(batch_state& st, const wire_message& m) {
 caf::result<wire_message> probe(self_ptr self, const wire::control& c) {
   auto& st = self->state;
   wire::control out{.h = {c.h.step, st.part->part}, .what = wire::control_kind::result};
+  if (c.value == 2) {
+    st.greeted.insert(c.h.sender);
+  } else if (c.value == 3) {
+    for (auto who : c.counts)
+      out.counts.push_back(st.greeted.count(static_cast<int>(who)));
+  }
   auto reply = pack(wire::kind::control, wire::encode(st.ctx, out));
   if (c.value != 1) return reply;
   const int me = st.part->part;
@@ -457,9 +463,13 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
           switch (static_cast<wire::kind>(m.kind)) {
             case wire::kind::control: {
               const auto c = wire::decode_control(st.ctx, m.bytes);
-              const bool needs_peers =
-                  c.what == wire::control_kind::step || c.what == wire::control_kind::evaluate ||
-                  c.what == wire::control_kind::refresh || c.what == wire::control_kind::epoch;
+              // epoch with value 2 / 3: a peer's greeting, and the question whether one came
+              // (connection set-up, see degnn node); every other probe needs the whole view.
+              const bool greeting = c.what == wire::control_kind::epoch && c.value >= 2;
+              const bool needs_peers = c.what == wire::control_kind::step ||
+                                       c.what == wire::control_kind::evaluate ||
+                                       c.what == wire::control_kind::refresh ||
+                                       (c.what == wire::control_kind::epoch && !greeting);
               if (needs_peers && !st.view->ready.load(std::memory_order_acquire)) {
                 return as_error(st, "not connected to every peer yet");
               }

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "actors/compute_counters.hpp"
@@ -102,13 +103,16 @@ struct batch_state {
   std::map<std::uint64_t, std::uint64_t> applies_needed;  ///< by step
   /// Work of a step waiting for its weights: (step, what to run).
   std::vector<std::pair<std::uint64_t, std::function<void()>>> waiting_for_weights;
-  stage_log stages;  ///< time per pipeline stage (and, when tracing, the spans)
+  stage_log stages;       ///< time per pipeline stage (and, when tracing, the spans)
+  std::set<int> greeted;  ///< peers whose node connected to this one (degnn node set-up)
 };
 
 /// Spawn with `sys.spawn(batch_behavior, part, book, view, replica_config, settings, ctx)`.
 /// Control messages: step, evaluate, checkpoint (parameters), result (traffic, work and stage
 /// time report), trace (Chrome trace events of the stages),
-/// epoch (readiness probe: fails until the cluster view is ready), shutdown (replies, then quits).
+/// epoch (readiness probe: fails until the cluster view is ready; value 1 also reaches every peer,
+/// 2 is a peer node's greeting, 3 asks which of the nodes in counts greeted), shutdown (replies,
+/// then quits).
 /// The coordinator lives on partition 0's node: replies to it from other parts count as traffic.
 batch_actor::behavior_type batch_behavior(batch_actor::stateful_pointer<batch_state> self,
                                           std::shared_ptr<const graph_partition> part,
