@@ -3,11 +3,15 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
+#include <thread>
+
 #include "actors/batch_actor.hpp"
 #include "actors/shard_actor.hpp"
 #include "model/checkpoint.hpp"
 #include "model/partitioner.hpp"
 #include "model/sampler.hpp"
+#include "runtime/compute_threads.hpp"
 #include "runtime/process_stats.hpp"
 
 namespace degnn {
@@ -189,6 +193,9 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
   const batch_settings bs = make_batch_settings(s);
 
   caf::actor_system_config cfg;
+  // The in-process workers share this machine's cores.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  use_compute_threads(cfg, s.threads > 0 ? s.threads : std::max(1, cores / book->num_parts()));
   cfg.add_message_types<caf::id_block::degnn>();
   caf::actor_system sys{cfg};
   auto view = std::make_shared<cluster_view>();

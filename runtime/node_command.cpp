@@ -14,6 +14,7 @@
 #include "model/partition_store.hpp"
 #include "runtime/cluster_trainer.hpp"
 #include "runtime/commands.hpp"
+#include "runtime/compute_threads.hpp"
 #include "runtime/process_stats.hpp"
 #include "runtime/train_options.hpp"
 
@@ -104,6 +105,7 @@ int run_node(int argc, char** argv) {
   const batch_settings bs = make_batch_settings(s);
 
   caf::actor_system_config cfg;
+  if (s.threads > 0) use_compute_threads(cfg, s.threads);
   cfg.add_message_types<caf::id_block::degnn>();
   cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};

@@ -49,6 +49,9 @@ std::vector<option_spec> train_option_specs() {
       {"local-bias", "1",
        "decentralized: below 1, a shard's local expansion gives remote neighbours this fraction "
        "of their share of the fanout (importance-weighted, unbiased); 1 = uniform"},
+      {"threads", "0",
+       "OpenMP threads per worker (0: the cores divided among the in-process workers; all cores "
+       "for degnn node)"},
       {"no-overlap", "false",
        "decentralized: finish each step's all-reduce before the next step starts preparing "
        "(same results, no pipelining)",
@@ -110,6 +113,7 @@ train_settings read_train_settings(const option_set& opts) {
   s.fusion = static_cast<int>(opts.integer("fusion", 0, 2));
   s.stochastic_rounding = opts.flag("stochastic-rounding");
   s.overlap = !opts.flag("no-overlap");
+  s.threads = static_cast<int>(opts.integer("threads", 0, 1024));
   s.local_bias = opts.real("local-bias", 0.01, 1);
   if (s.pipeline == "decentralized" && s.model.model != "sage") {
     throw config_error(

@@ -34,6 +34,7 @@ struct train_settings {
   int staleness = 1;  ///< decentralized: a halo row used was confirmed at most this many steps ago
   double local_bias =
       1;                ///< decentralized: remote share of a local expansion's fanout (1 = uniform)
+  int threads = 0;      ///< OpenMP threads per worker, 0 = automatic
   bool overlap = true;  ///< decentralized: prepare step i+1 during step i's all-reduce
   int fusion = 2;       ///< decentralized CG fusion: 2 = both levels, 1 = within a push, 0 = none
   bool stochastic_rounding = false;
