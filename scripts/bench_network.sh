@@ -23,6 +23,9 @@ REQ_TIMEOUT_PUBMED=${DEGNN_REQUEST_TIMEOUT:-30}
 REQ_TIMEOUT_SYNTH=${DEGNN_REQUEST_TIMEOUT:-300}
 RATE_CHECK=${DEGNN_RATE_CHECK:-1}            # 0 skips the quick tbf throughput check
 NODES=4
+# OpenMP threads per node process: the 4 nodes share this machine's cores (an oversubscribed
+# OpenMP team spins against the others); on a real cluster each node would use its own cores.
+NODE_THREADS=${DEGNN_NODE_THREADS:-$(( $(nproc) / NODES > 0 ? $(nproc) / NODES : 1 ))}
 NS=degnn-nb-                                 # namespaces degnn-nb-0 .. degnn-nb-3
 BRIDGE=degnnbr0
 PORT=24600                                   # node K: 198.18.0.(K+1):PORT and PORT+1
@@ -301,6 +304,7 @@ metrics = "$dir/metrics.jsonl"
 no-progress = true
 timeout = ${REQ_TIMEOUT[$d]}
 connect-timeout = 300
+threads = $NODE_THREADS
 CONF
     load=$(cut -d' ' -f1 /proc/loadavg)
     log "run: ${LABEL[$d]}, $L layers, $rate, $pipe (attempt $attempt, load average $load)"
@@ -359,7 +363,7 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 setup_net
 check_netem
 [ "$RATE_CHECK" = 0 ] || rate_check none
-log "4 namespaces ${NS}0..3 (198.18.0.1-4/24) on bridge $BRIDGE; binary $BIN; work dir $WORK"
+log "4 namespaces ${NS}0..3 (198.18.0.1-4/24) on bridge $BRIDGE; binary $BIN; $NODE_THREADS OpenMP thread(s) per node; work dir $WORK"
 for rate in "${RATES[@]}"; do
   shape "$rate"
   log "rate $rate on both directions of every node's link (tbf burst $BURST B, latency 20ms)"

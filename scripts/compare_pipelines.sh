@@ -21,7 +21,7 @@ run() {  # dataset-label data-dir partitions-dir layers pipeline extra...
   local fan; fan=$(printf '10%.0s,' $(seq "$L")); fan=${fan%,}
   echo "== $label, $L layers, $pipe" >&2
   "$bin" train --data "$data" --partitions "$parts" --pipeline "$pipe" --layers "$L" --fanouts "$fan" \
-    --hidden 128 --epochs 1 --eval-every 0 --seed 1 --no-progress --metrics "$work/m.json" "$@" >&2
+    --hidden 128 --epochs 1 --eval-every 0 --seed 1 --timeout 1200 --no-progress --metrics "$work/m.json" "$@" >&2
   python3 - "$label" "$L" "$pipe" "$work/m.json" >>"$out" <<'PY'
 import json, sys
 label, L, pipe, path = sys.argv[1:]
