@@ -523,6 +523,10 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
             }
             case wire::kind::allreduce_chunk: {
               const auto avg = wire::decode_allreduce_chunk(st.ctx, m.bytes);
+              // Only the coordinator's averaged gradient (round 1) is applied.
+              if (avg.round != 1 || avg.h.sender != kCoordinatorPart)
+                throw wire::wire_error(
+                    "allreduce_chunk is not an averaged gradient of the coordinator");
               if (avg.values.size() != st.replica->parameters().size()) {
                 throw wire::wire_error("averaged gradient has " +
                                        std::to_string(avg.values.size()) + " values, the model " +

@@ -174,6 +174,9 @@ step_result coordinator::step_decentralized(std::uint32_t epoch, std::uint64_t i
   step_result r;
   int contributors = 0;
   for (const auto& m : collect(step)) {
+    if (m.kind != static_cast<std::uint16_t>(wire::kind::allreduce_chunk))
+      throw std::runtime_error("step: a worker answered with a " +
+                               std::string(wire::kind_name(static_cast<wire::kind>(m.kind))));
     const auto stats = wire::decode_allreduce_chunk(ctx_, m.bytes);
     r.loss_sum += stats.loss;
     r.seeds += stats.seeds;
@@ -201,6 +204,9 @@ void coordinator::reduce_and_apply(const std::vector<wire_message>& gradients, i
   // Every worker's gradient holds its own batch and the pushes it served for the others.
   std::vector<float> sum;
   for (const auto& m : gradients) {
+    if (m.kind != static_cast<std::uint16_t>(wire::kind::allreduce_chunk))
+      throw std::runtime_error("gradient: a worker answered with a " +
+                               std::string(wire::kind_name(static_cast<wire::kind>(m.kind))));
     const auto g = wire::decode_allreduce_chunk(ctx_, m.bytes);
     if (sum.empty()) sum.assign(g.values.size(), 0.0f);
     if (g.values.size() != sum.size())

@@ -17,8 +17,9 @@ namespace degnn::batch_detail {
 
 namespace {
 
-/// Served steps this far behind the newest push are abandoned (their senders gave up long ago).
-constexpr std::uint64_t kAbandonAfter = 8;
+/// Steps a shard holds at once: two are in flight in the pipelined schedule; more means pushes
+/// were lost or a peer misbehaves, and further pushes are refused rather than stored.
+constexpr std::size_t kMaxServedSteps = 4;
 
 std::uint64_t dropout_seed_of(const batch_state& st, std::uint64_t step) {
   return mix64(st.settings.seed ^ mix64(step));
@@ -86,6 +87,27 @@ void when_weights_ready(self_ptr self, std::uint64_t step, std::function<void()>
       });
 }
 
+// An answer may hold only nodes that were asked for, in the order asked (the owner skips the
+// unchanged ones), each with a real version: a peer cannot overwrite another owner's rows.
+void check_rows_answer(const std::vector<node_id>& asked, const wire::embedding_rows& rows) {
+  size_t a = 0;
+  for (size_t k = 0; k < rows.nodes.size(); ++k) {
+    while (a < asked.size() && asked[a] != rows.nodes[k])
+      ++a;
+    if (a == asked.size())
+      throw wire::wire_error("embedding_rows holds node " + std::to_string(rows.nodes[k]) +
+                             ", which was not asked for (or out of order)");
+    ++a;
+    if (rows.versions[k] == wire::kNoVersion)
+      throw wire::wire_error("embedding_rows holds a row without a version");
+  }
+}
+
+// The width of history (or feature) rows at a level, as this replica computes them.
+Eigen::Index level_width(const batch_state& st, int level) {
+  return level == 0 ? st.part->features.cols() : st.replica->model().layer(level - 1).out_dim();
+}
+
 void fail_step(batch_state& st, served_step& s, const std::string& why) {
   for (auto& p : s.pushes) {
     if (p && p->rp.pending()) p->rp.deliver(as_error(st, why));
@@ -100,6 +122,7 @@ void finish_step(self_ptr self, std::uint64_t step) {
   const auto it = st.served.find(step);
   if (it == st.served.end()) return;
   served_step& s = it->second;
+  if (s.computed || s.received != num_parts(st)) return;  // a late callback of a replaced step
   stage_timer timer(st.stages, stage::forward, step);
   try {
     const size_t n = s.graphs.size();
@@ -275,6 +298,7 @@ void compute_step(self_ptr self, std::uint64_t step) {
               Matrix& cache = st.halo_rows[level];
               if (values.rows() > 0 && values.cols() != cache.cols())
                 throw wire::wire_error("embedding_rows of the wrong width");
+              check_rows_answer(ask.nodes, rows);
               for (size_t k = 0; k < rows.nodes.size(); ++k) {
                 const size_t i = halo_index(st, rows.nodes[k]);
                 cache.row(static_cast<Eigen::Index>(i)) = values.row(static_cast<Eigen::Index>(k));
@@ -414,7 +438,11 @@ caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::co
   auto job = std::make_shared<owner_job>();
   job->step = c.h.step;
   // The weights this step's forward needs (the previous step may still be in its all-reduce).
-  st.applies_needed[job->step] = c.counts.empty() ? st.applies_done : c.counts.front();
+  if (c.counts.size() != 1) throw wire::wire_error("step control without the weights it needs");
+  const auto [needed, fresh] = st.applies_needed.try_emplace(job->step, c.counts.front());
+  if (!fresh && needed->second != c.counts.front())
+    throw wire::wire_error("step control and a push of step " + std::to_string(job->step) +
+                           " name different weights");
   stage_timer sampling(st.stages, stage::sample, job->step);
   if (!st.train_global.empty()) {
     if (st.batches_epoch != c.epoch) {
@@ -502,10 +530,18 @@ caf::result<wire_message> serve_push(self_ptr self, const wire_message& m) {
       }
     }
   }
-  // Steps far behind this one will never complete: free them.
-  while (!st.served.empty() && st.served.begin()->first + kAbandonAfter < step) {
-    fail_step(st, st.served.begin()->second, "step abandoned: pushes missing");
-    st.served.erase(st.served.begin());
+  if (!st.view->ready.load(std::memory_order_acquire))
+    throw wire::wire_error("computation_push before this node is connected to every peer");
+  // The weights a push names act as its sequence number: at most one apply ahead of this
+  // replica (the previous step's all-reduce may be under way), never behind it.
+  if (push.applies < st.applies_done || push.applies > st.applies_done + 1) {
+    throw wire::wire_error("computation_push for step " + std::to_string(step) + " names weights " +
+                           std::to_string(push.applies) + ", this replica has applied " +
+                           std::to_string(st.applies_done));
+  }
+  if (!st.served.count(step) && st.served.size() >= kMaxServedSteps) {
+    throw wire::wire_error("computation_push for step " + std::to_string(step) + ": " +
+                           std::to_string(kMaxServedSteps) + " steps already held");
   }
   served_step& s = st.served[step];
   if (s.pushes.empty()) s.pushes.resize(static_cast<size_t>(num_parts(st)));
@@ -572,6 +608,8 @@ void run_ready_work(self_ptr self) {
 
 void backward_served_steps(batch_state& st, std::uint64_t upto) {
   st.applies_needed.erase(st.applies_needed.begin(), st.applies_needed.upper_bound(upto));
+  // Work of those steps that never got its weights cannot run any more (its requests failed).
+  std::erase_if(st.waiting_for_weights, [upto](const auto& w) { return w.first <= upto; });
   while (!st.served.empty() && st.served.begin()->first <= upto) {
     const std::uint64_t step = st.served.begin()->first;
     served_step& s = st.served.begin()->second;
@@ -683,6 +721,8 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
     if (st.halo_version[k].size() != part.halo.size()) {
       st.halo_version[k].assign(part.halo.size(), wire::kNoVersion);
       st.halo_checked[k].assign(part.halo.size(), -1);
+      st.halo_rows[k] = Matrix::Zero(static_cast<Eigen::Index>(part.halo.size()),
+                                     level_width(st, static_cast<int>(k)));
     }
   }
   std::map<int, std::vector<size_t>> by_owner;
@@ -721,13 +761,15 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
               throw wire::wire_error("embedding_rows has " + std::to_string(rows.nodes.size()) +
                                      " rows, " + std::to_string(pos.size()) + " asked");
             }
+            if (static_cast<Eigen::Index>(rows.cols) != level_width(st, level))
+              throw wire::wire_error("embedding_rows of the wrong width");
+            std::vector<node_id> asked;
+            for (size_t i : pos)
+              asked.push_back(st.part->halo[i]);
+            check_rows_answer(asked, rows);
             const quantizer q(static_cast<int>(rows.cols), rows.bits);
             const Matrix values = q.decode(rows.payload, rows.row_min, rows.row_scale);
             Matrix& cache = st.halo_rows[lu];
-            if (cache.rows() != static_cast<Eigen::Index>(st.part->halo.size()) ||
-                cache.cols() != values.cols()) {
-              cache = Matrix::Zero(static_cast<Eigen::Index>(st.part->halo.size()), values.cols());
-            }
             for (size_t k = 0; k < rows.nodes.size(); ++k) {
               const size_t i = halo_index(st, rows.nodes[k]);
               cache.row(static_cast<Eigen::Index>(i)) = values.row(static_cast<Eigen::Index>(k));

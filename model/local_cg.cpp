@@ -28,7 +28,8 @@ std::int32_t pick_locality_biased(std::span<const node_id> neighbors, const part
     weights.insert(weights.end(), static_cast<size_t>(got), w);
     return got;
   };
-  if (fanout < 0 || fanout >= d || n_local == 0 || n_remote == 0) {
+  // Two strata need two picks at least; otherwise (or with one stratum) a uniform pick.
+  if (fanout < 2 || fanout >= d || n_local == 0 || n_remote == 0) {
     // One stratum: a uniform pick, each weighing 1 / count (the plain mean).
     const size_t at = picks.size();
     const std::int32_t got = take(neighbors, fanout, 0.0f);
@@ -39,7 +40,9 @@ std::int32_t pick_locality_biased(std::span<const node_id> neighbors, const part
   // Remote share: local_bias times its proportional share, at least one pick (else the remote
   // stratum would be missing from the estimate), the rest local; any local shortfall goes back.
   const double share = local_bias * fanout * n_remote / static_cast<double>(d);
-  std::int32_t k_remote = std::clamp(static_cast<std::int32_t>(share + 0.5), 1, n_remote);
+  // Each stratum keeps at least one pick, or the estimate would lose its share of the mean.
+  std::int32_t k_remote =
+      std::clamp(static_cast<std::int32_t>(share + 0.5), 1, std::min(n_remote, fanout - 1));
   const std::int32_t k_local = std::min(n_local, fanout - k_remote);
   k_remote = std::min(n_remote, fanout - k_local);
   // Stratified estimate of the mean: (n_L / d) mean(local picks) + (n_R / d) mean(remote picks).

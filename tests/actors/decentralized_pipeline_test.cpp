@@ -466,6 +466,11 @@ TEST(DecentralizedShard, ServesAPushAndRejectsAGradientReturnOfTheWrongWidth) {
   EXPECT_EQ(c.ask(1, wire::kind::computation_push, wire::encode(ctx, wrong_layer), &error).kind, 0)
       << "a push for another layer was served";
   EXPECT_NE(error.find("layer"), std::string::npos) << error;
+  auto ahead = push;
+  ahead.applies = 5;  // weights this replica is far from having
+  EXPECT_EQ(c.ask(1, wire::kind::computation_push, wire::encode(ctx, ahead), &error).kind, 0)
+      << "a push naming future weights was held";
+  EXPECT_NE(error.find("weights"), std::string::npos) << error;
   auto not_owned = push;
   not_owned.neighbors[1] = seed;  // owned by partition 0
   EXPECT_EQ(c.ask(1, wire::kind::computation_push, wire::encode(ctx, not_owned), &error).kind, 0)

@@ -77,3 +77,21 @@ TEST(LocalityBiasedPick, TakesEveryNeighbourWhenTheFanoutCoversThem) {
   for (float w : weights)
     EXPECT_FLOAT_EQ(w, 1.0f / 11);
 }
+
+TEST(LocalityBiasedPick, KeepsBothStrataOrFallsBackToAUniformPick) {
+  fixture f;
+  std::vector<node_id> picks;
+  std::vector<float> weights;
+  // Fanout 1 cannot hold two strata: one uniform pick of weight 1.
+  row_rng one(row_seed(1, 1, 1, 0));
+  ASSERT_EQ(pick_locality_biased(f.neighbors, f.book, 0, 1, 0.5, one, picks, weights), 1);
+  EXPECT_FLOAT_EQ(weights[0], 1.0f);
+  // Fanout 2: one pick per stratum, and the weights still sum to one.
+  picks.clear();
+  weights.clear();
+  row_rng two(row_seed(1, 1, 1, 0));
+  ASSERT_EQ(pick_locality_biased(f.neighbors, f.book, 0, 2, 0.99, two, picks, weights), 2);
+  EXPECT_EQ(f.book.owner(picks[0]), 0);
+  EXPECT_EQ(f.book.owner(picks[1]), 1);
+  EXPECT_NEAR(weights[0] + weights[1], 1.0, 1e-6);
+}
