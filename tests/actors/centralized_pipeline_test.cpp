@@ -25,6 +25,7 @@
 #include "model/sampler.hpp"
 #include "runtime/cluster_trainer.hpp"
 #include "runtime/single_trainer.hpp"
+#include "tests/actors/in_process_cluster.hpp"
 
 namespace degnn {
 namespace {
@@ -297,44 +298,7 @@ TEST_P(FourPartitions, TrainsWithIdenticalReplicasAndExactDeterministicTraffic) 
 INSTANTIATE_TEST_SUITE_P(CentralizedPipeline, FourPartitions, ::testing::Values("metis", "random"),
                          [](const auto& info) { return std::string(info.param); });
 
-// A cluster wired here, so that the test can talk to the coordinator between steps.
-struct in_process_cluster {
-  struct config : caf::actor_system_config {
-    config() { add_message_types<caf::id_block::degnn>(); }
-  };
-  config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  std::shared_ptr<cluster_view> view = std::make_shared<cluster_view>();
-  std::shared_ptr<const partition_book> book;
-  std::vector<std::shared_ptr<const graph_partition>> parts;
-
-  in_process_cluster(const dataset& d, const train_settings& s, const replica_config& rc,
-                     const wire::context& ctx) {
-    auto owner = partition_graph(d.graph, d.train, s.parts,
-                                 parse_partition_method(s.partition_method), s.seed);
-    book = std::make_shared<partition_book>(std::move(owner), s.parts);
-    for (int p = 0; p < s.parts; ++p)
-      parts.push_back(std::make_shared<graph_partition>(extract_partition(d, *book, p)));
-    const batch_settings bs{.fanouts = s.fanouts,
-                            .batch_size = s.batch_size,
-                            .seed = s.seed,
-                            .timeout = std::chrono::seconds(s.timeout_s)};
-    for (const auto& part : parts)
-      view->shards.push_back(sys.spawn(shard_behavior, part, book, ctx));
-    for (const auto& part : parts) {
-      view->batchers.push_back(sys.spawn(batch_behavior, part, book,
-                                         std::shared_ptr<const cluster_view>(view), rc, bs, ctx));
-    }
-    view->ready.store(true, std::memory_order_release);
-  }
-  ~in_process_cluster() {
-    for (auto& a : view->batchers)
-      self->send_exit(a, caf::exit_reason::user_shutdown);
-    for (auto& a : view->shards)
-      self->send_exit(a, caf::exit_reason::user_shutdown);
-  }
-};
+using testing::in_process_cluster;
 
 void expect_all_equal(const std::vector<std::vector<float>>& params, const std::string& when) {
   ASSERT_FALSE(params.empty());
