@@ -108,6 +108,33 @@ Eigen::Index level_width(const batch_state& st, int level) {
   return level == 0 ? st.part->features.cols() : st.replica->model().layer(level - 1).out_dim();
 }
 
+// Stores an owner's answer to `ask` in the halo cache: the rows that came back, with their
+// versions, and every asked row confirmed current at `step` (rows not sent are unchanged).
+// Returns the number of rows received.
+size_t store_answer(batch_state& st, const wire::embedding_get& ask,
+                    const wire::embedding_rows& rows, std::uint64_t step) {
+  const auto level = static_cast<size_t>(ask.layer);
+  if (rows.layer != ask.layer) throw wire::wire_error("embedding_rows for another level");
+  if (rows.nodes.size() > ask.nodes.size()) {
+    throw wire::wire_error("embedding_rows has " + std::to_string(rows.nodes.size()) + " rows, " +
+                           std::to_string(ask.nodes.size()) + " asked");
+  }
+  if (static_cast<Eigen::Index>(rows.cols) != level_width(st, ask.layer))
+    throw wire::wire_error("embedding_rows of the wrong width");
+  check_rows_answer(ask.nodes, rows);
+  const Matrix values = quantizer(static_cast<int>(rows.cols), rows.bits)
+                            .decode(rows.payload, rows.row_min, rows.row_scale);
+  Matrix& cache = st.halo_rows[level];
+  for (size_t k = 0; k < rows.nodes.size(); ++k) {
+    const size_t i = halo_index(st, rows.nodes[k]);
+    cache.row(static_cast<Eigen::Index>(i)) = values.row(static_cast<Eigen::Index>(k));
+    st.halo_version[level][i] = rows.versions[k];
+  }
+  for (node_id u : ask.nodes)
+    st.halo_checked[level][halo_index(st, u)] = static_cast<std::int64_t>(step);
+  return rows.nodes.size();
+}
+
 void fail_step(batch_state& st, served_step& s, const std::string& why) {
   for (auto& p : s.pushes) {
     if (p && p->rp.pending()) p->rp.deliver(as_error(st, why));
@@ -169,11 +196,6 @@ void finish_step(self_ptr self, std::uint64_t step) {
   }
 }
 
-// A graph to build: the owned nodes it computes, and where each push item's node lands in it.
-struct graph_plan {
-  std::vector<node_id> targets;
-};
-
 // All pushes of the step are in: plan the sub-graphs (fused or not), expand them, pull the halo
 // rows they read that are older than the staleness bound, then finish.
 void compute_step(self_ptr self, std::uint64_t step) {
@@ -182,10 +204,10 @@ void compute_step(self_ptr self, std::uint64_t step) {
   const auto& part = *st.part;
   const int top = top_level(st);
   stage_timer expanding(st.stages, stage::expand, step);
-  std::vector<graph_plan> plans;
+  std::vector<std::vector<node_id>> plans;  // per graph to build: the owned nodes it computes
   // Adds node u to plan g (once) and returns its row there.
   auto place = [&](size_t g, node_id u) -> std::pair<std::int32_t, std::int32_t> {
-    auto& tg = plans[g].targets;
+    auto& tg = plans[g];
     if (st.scratch[u] == -1) {
       st.scratch[u] = static_cast<std::int32_t>(tg.size());
       tg.push_back(u);
@@ -193,7 +215,7 @@ void compute_step(self_ptr self, std::uint64_t step) {
     return {static_cast<std::int32_t>(g), st.scratch[u]};
   };
   auto close = [&](size_t g) {
-    for (node_id u : plans[g].targets)
+    for (node_id u : plans[g])
       st.scratch[u] = -1;
   };
   const bool fuse_all = st.settings.fuse_targets && st.settings.fuse_pushes;
@@ -233,7 +255,7 @@ void compute_step(self_ptr self, std::uint64_t step) {
   try {
     s.graphs.clear();
     for (const auto& plan : plans) {
-      s.graphs.push_back(expand_local(part, *st.book, plan.targets, top, st.settings.fanouts,
+      s.graphs.push_back(expand_local(part, *st.book, plan, top, st.settings.fanouts,
                                       st.settings.seed, step, st.scratch, st.settings.local_bias));
     }
     // Level 0 leaves read features (pulled once); higher levels read history, pulled when the
@@ -287,27 +309,7 @@ void compute_step(self_ptr self, std::uint64_t step) {
           try {
             for (size_t r = 0; r < replies.size(); ++r) {
               const auto rows = wire::decode_embedding_rows(st.ctx, replies[r].bytes);
-              const auto& ask = asks[r];
-              const auto level = static_cast<size_t>(ask.layer);
-              if (rows.layer != ask.layer)
-                throw wire::wire_error("embedding_rows for another level");
-              if (rows.nodes.size() > ask.nodes.size())
-                throw wire::wire_error("embedding_rows has more rows than were asked for");
-              const Matrix values = quantizer(static_cast<int>(rows.cols), rows.bits)
-                                        .decode(rows.payload, rows.row_min, rows.row_scale);
-              Matrix& cache = st.halo_rows[level];
-              if (values.rows() > 0 && values.cols() != cache.cols())
-                throw wire::wire_error("embedding_rows of the wrong width");
-              check_rows_answer(ask.nodes, rows);
-              for (size_t k = 0; k < rows.nodes.size(); ++k) {
-                const size_t i = halo_index(st, rows.nodes[k]);
-                cache.row(static_cast<Eigen::Index>(i)) = values.row(static_cast<Eigen::Index>(k));
-                st.halo_version[level][i] = rows.versions[k];
-              }
-              st.work.rows_pulled += rows.nodes.size();
-              // Rows that did not come back are unchanged: confirmed current as well.
-              for (node_id u : ask.nodes)
-                st.halo_checked[level][halo_index(st, u)] = static_cast<std::int64_t>(step);
+              st.work.rows_pulled += store_answer(st, asks[r], rows, step);
             }
           } catch (const std::exception& e) {
             ++st.rejected;
@@ -729,7 +731,7 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
   for (size_t i = 0; i < part.halo.size(); ++i)
     by_owner[part.halo_owner[i]].push_back(i);
   std::vector<batch_request> requests;
-  std::vector<std::pair<int, std::vector<size_t>>> what;  // (level, halo positions)
+  std::vector<wire::embedding_get> asks;
   for (int level = st.halo_features_loaded ? 1 : 0; level < top; ++level) {
     for (auto& [q, pos] : by_owner) {
       // Features never change; history rows come back only when newer than the held version.
@@ -742,42 +744,18 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
       auto msg = pack(wire::kind::embedding_get, wire::encode(st.ctx, req));
       count(st, q, msg);
       requests.push_back({st.view->batchers[static_cast<size_t>(q)], std::move(msg)});
-      what.emplace_back(level, pos);
+      asks.push_back(std::move(req));
     }
   }
   auto rp = self->make_response_promise<wire_message>();
   gather(
       self, batch_atom_v, std::move(requests), st.settings.timeout,
-      [self, rp, what = std::move(what),
+      [self, rp, asks = std::move(asks),
        step = c.h.step](std::vector<wire_message>& replies) mutable {
         auto& st = self->state;
         try {
-          for (size_t r = 0; r < replies.size(); ++r) {
-            const auto rows = wire::decode_embedding_rows(st.ctx, replies[r].bytes);
-            const auto& [level, pos] = what[r];
-            const auto lu = static_cast<size_t>(level);
-            if (rows.layer != level) throw wire::wire_error("embedding_rows for another level");
-            if (rows.nodes.size() > pos.size()) {
-              throw wire::wire_error("embedding_rows has " + std::to_string(rows.nodes.size()) +
-                                     " rows, " + std::to_string(pos.size()) + " asked");
-            }
-            if (static_cast<Eigen::Index>(rows.cols) != level_width(st, level))
-              throw wire::wire_error("embedding_rows of the wrong width");
-            std::vector<node_id> asked;
-            for (size_t i : pos)
-              asked.push_back(st.part->halo[i]);
-            check_rows_answer(asked, rows);
-            const quantizer q(static_cast<int>(rows.cols), rows.bits);
-            const Matrix values = q.decode(rows.payload, rows.row_min, rows.row_scale);
-            Matrix& cache = st.halo_rows[lu];
-            for (size_t k = 0; k < rows.nodes.size(); ++k) {
-              const size_t i = halo_index(st, rows.nodes[k]);
-              cache.row(static_cast<Eigen::Index>(i)) = values.row(static_cast<Eigen::Index>(k));
-              st.halo_version[lu][i] = rows.versions[k];
-            }
-            for (size_t i : pos)
-              st.halo_checked[lu][i] = static_cast<std::int64_t>(step);
-          }
+          for (size_t r = 0; r < replies.size(); ++r)
+            store_answer(st, asks[r], wire::decode_embedding_rows(st.ctx, replies[r].bytes), step);
           st.halo_features_loaded = true;
           wire::control out{.h = {step, st.part->part}, .what = wire::control_kind::result};
           auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));

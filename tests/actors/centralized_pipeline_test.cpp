@@ -30,12 +30,11 @@
 namespace degnn {
 namespace {
 
-namespace fs = std::filesystem;
+using testing::cora;
+using testing::full_config;
+using testing::in_process_cluster;
 
-const dataset& cora() {
-  static const dataset d = load_dataset(fs::path(DEGNN_SOURCE_DIR) / "data" / "cora");
-  return d;
-}
+namespace fs = std::filesystem;
 
 // Small and quick, but with dropout and several steps per epoch so that any divergence in
 // batching, sampling, dropout seeds or the optimiser shows up.
@@ -59,13 +58,6 @@ train_settings small_settings(int parts, const std::string& method = "metis") {
   s.progress = false;
   s.timeout_s = 30;
   return s;
-}
-
-replica_config full_config(const train_settings& s, const dataset& d) {
-  replica_config rc = s.model;
-  rc.in_dim = d.num_features();
-  rc.num_classes = d.num_classes;
-  return rc;
 }
 
 /// A file name under the temp directory, removed when the object goes.
@@ -297,8 +289,6 @@ TEST_P(FourPartitions, TrainsWithIdenticalReplicasAndExactDeterministicTraffic) 
 
 INSTANTIATE_TEST_SUITE_P(CentralizedPipeline, FourPartitions, ::testing::Values("metis", "random"),
                          [](const auto& info) { return std::string(info.param); });
-
-using testing::in_process_cluster;
 
 void expect_all_equal(const std::vector<std::vector<float>>& params, const std::string& when) {
   ASSERT_FALSE(params.empty());

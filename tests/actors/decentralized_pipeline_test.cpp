@@ -33,12 +33,11 @@
 namespace degnn {
 namespace {
 
-namespace fs = std::filesystem;
+using testing::cora;
+using testing::full_config;
+using testing::in_process_cluster;
 
-const dataset& cora() {
-  static const dataset d = load_dataset(fs::path(DEGNN_SOURCE_DIR) / "data" / "cora");
-  return d;
-}
+namespace fs = std::filesystem;
 
 train_settings settings(const std::string& pipeline, int parts, int layers) {
   train_settings s;
@@ -63,13 +62,6 @@ train_settings settings(const std::string& pipeline, int parts, int layers) {
   s.history_bits = 8;
   s.staleness = 1;
   return s;
-}
-
-replica_config full_config(const train_settings& s, const dataset& d) {
-  replica_config rc = s.model;
-  rc.in_dim = d.num_features();
-  rc.num_classes = d.num_classes;
-  return rc;
 }
 
 struct loss_trace {
@@ -393,8 +385,6 @@ INSTANTIATE_TEST_SUITE_P(DecentralizedPipeline, TrafficRatio, ::testing::Values(
                          [](const auto& info) { return std::to_string(info.param) + "Layers"; });
 
 // -- one shard serving a push, driven by hand --
-
-using testing::in_process_cluster;
 
 TEST(DecentralizedShard, ServesAPushAndRejectsAGradientReturnOfTheWrongWidth) {
   const dataset& d = cora();

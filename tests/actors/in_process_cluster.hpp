@@ -1,9 +1,11 @@
-// A cluster of shard and batch actors wired in this process for the actor tests, so that a test
-// can drive the coordinator step by step or talk to one batch actor by hand.
+// What the actor tests share: bundled Cora, the model configuration of a run, and a cluster of
+// shard and batch actors wired in this process, so that a test can drive the coordinator step by
+// step or talk to one batch actor by hand.
 #pragma once
 
 #include <caf/all.hpp>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +17,20 @@
 #include "runtime/cluster_trainer.hpp"
 
 namespace degnn::testing {
+
+/// Bundled Cora, loaded once per test binary.
+inline const dataset& cora() {
+  static const dataset d = load_dataset(std::filesystem::path(DEGNN_SOURCE_DIR) / "data" / "cora");
+  return d;
+}
+
+/// The model configuration of settings s for dataset d.
+inline replica_config full_config(const train_settings& s, const dataset& d) {
+  replica_config rc = s.model;
+  rc.in_dim = d.num_features();
+  rc.num_classes = d.num_classes;
+  return rc;
+}
 
 struct in_process_cluster {
   struct config : caf::actor_system_config {
