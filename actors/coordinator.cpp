@@ -30,11 +30,12 @@ void add_counts(cluster_traffic& t, std::vector<std::uint64_t> counts) {
 }  // namespace
 
 coordinator::coordinator(caf::blocking_actor* self, std::vector<batch_actor> batchers,
-                         std::vector<shard_actor> shards, wire::context ctx,
-                         std::chrono::milliseconds timeout)
+                         std::vector<shard_actor> shards, std::vector<store_actor> stores,
+                         wire::context ctx, std::chrono::milliseconds timeout)
     : self_(self),
       batchers_(std::move(batchers)),
       shards_(std::move(shards)),
+      stores_(std::move(stores)),
       ctx_(ctx),
       timeout_(timeout) {}
 
@@ -42,12 +43,14 @@ void coordinator::count(int part, const wire_message& m) {
   if (part != 0) sent_.add(static_cast<wire::kind>(m.kind), m.bytes.size());
 }
 
-coordinator::in_flight coordinator::send_all(const std::vector<wire_message>& per_batcher,
+template <class Handle, class Atom>
+coordinator::in_flight coordinator::send_all(const std::vector<Handle>& to, Atom atom,
+                                             const std::vector<wire_message>& messages,
                                              const char* what) {
   in_flight f{.what = what};
-  f.handles.reserve(batchers_.size());
-  for (size_t p = 0; p < batchers_.size(); ++p)
-    f.handles.push_back(self_->request(batchers_[p], timeout_, batch_atom_v, per_batcher[p]));
+  f.handles.reserve(to.size());
+  for (size_t p = 0; p < to.size(); ++p)
+    f.handles.push_back(self_->request(to[p], timeout_, atom, messages[p]));
   return f;
 }
 
@@ -67,10 +70,12 @@ std::vector<wire_message> coordinator::collect(in_flight& f) {
   return replies;
 }
 
-std::vector<wire_message> coordinator::broadcast(const std::vector<wire_message>& per_batcher,
+template <class Handle, class Atom>
+std::vector<wire_message> coordinator::broadcast(const std::vector<Handle>& to, Atom atom,
+                                                 const std::vector<wire_message>& messages,
                                                  const char* what) {
   // All requests leave before the first reply is awaited, so the workers run concurrently.
-  auto f = send_all(per_batcher, what);
+  auto f = send_all(to, atom, messages, what);
   return collect(f);
 }
 
@@ -79,13 +84,9 @@ step_result coordinator::step(std::uint32_t epoch, std::uint64_t index, std::uin
                   .what = wire::control_kind::step,
                   .epoch = epoch,
                   .value = static_cast<double>(index)};
-  std::vector<wire_message> out;
-  for (size_t p = 0; p < batchers_.size(); ++p) {
-    out.push_back(pack(wire::kind::control, wire::encode(ctx_, c)));
-    count(static_cast<int>(p), out.back());
-  }
+  const auto out = control_messages(c);
   stage_timer phase(stages_, stage::step_phase, global_step);
-  const auto replies = broadcast(out, "step");
+  const auto replies = broadcast(batchers_, step_atom_v, out, "step");
   phase.end();
   step_result r;
   std::vector<float> sum;
@@ -123,10 +124,6 @@ std::vector<wire_message> coordinator::control_messages(const wire::control& c) 
   return out;
 }
 
-std::vector<wire_message> coordinator::broadcast_control(const wire::control& c, const char* what) {
-  return broadcast(control_messages(c), what);
-}
-
 void coordinator::apply_average(std::vector<float> sum, int contributors,
                                 std::uint64_t global_step) {
   if (contributors > 1) {
@@ -142,7 +139,7 @@ void coordinator::apply_average(std::vector<float> sum, int contributors,
     out.push_back(pack(wire::kind::allreduce_chunk, encoded));
     count(static_cast<int>(p), out.back());
   }
-  broadcast(out, "apply gradient");
+  broadcast(batchers_, apply_atom_v, out, "apply gradient");
   ++applies_sent_;
 }
 
@@ -155,12 +152,14 @@ step_result coordinator::step_decentralized(std::uint32_t epoch, std::uint64_t i
   std::optional<in_flight> gradient;
   if (unreduced_) {
     gradient = send_all(
+        batchers_, gradient_atom_v,
         control_messages({.h = {unreduced_->step, 0}, .what = wire::control_kind::gradient}),
         "gradient");
   }
   stage_timer phase(stages_, stage::step_phase, global_step);
   const std::uint64_t needs = applies_sent_ + (unreduced_ ? 1 : 0);
-  auto step = send_all(control_messages({.h = {global_step, 0},
+  auto step = send_all(batchers_, step_atom_v,
+                       control_messages({.h = {global_step, 0},
                                          .what = wire::control_kind::step,
                                          .epoch = epoch,
                                          .value = static_cast<double>(index),
@@ -192,10 +191,11 @@ step_result coordinator::step_decentralized(std::uint32_t epoch, std::uint64_t i
 void coordinator::finish_steps() {
   if (!unreduced_) return;
   stage_timer reduce(stages_, stage::allreduce, unreduced_->step);
-  reduce_and_apply(
-      broadcast_control({.h = {unreduced_->step, 0}, .what = wire::control_kind::gradient},
-                        "gradient"),
-      unreduced_->contributors, unreduced_->step);
+  reduce_and_apply(broadcast(batchers_, gradient_atom_v,
+                             control_messages({.h = {unreduced_->step, 0},
+                                               .what = wire::control_kind::gradient}),
+                             "gradient"),
+                   unreduced_->contributors, unreduced_->step);
   unreduced_.reset();
 }
 
@@ -220,10 +220,13 @@ void coordinator::reduce_and_apply(const std::vector<wire_message>& gradients, i
 void coordinator::init_history(int num_layers, std::uint64_t global_step) {
   finish_steps();
   evaluate(num_layers, global_step);
-  broadcast_control({.h = {global_step, 0}, .what = wire::control_kind::init_history},
-                    "init history");
+  broadcast(shards_, init_hist_atom_v,
+            control_messages({.h = {global_step, 0}, .what = wire::control_kind::init_history}),
+            "init history");
   // Halo features (once: they never change) and the initial history, before the first step.
-  broadcast_control({.h = {global_step, 0}, .what = wire::control_kind::refresh}, "halo refresh");
+  broadcast(shards_, refresh_atom_v,
+            control_messages({.h = {global_step, 0}, .what = wire::control_kind::refresh}),
+            "halo refresh");
 }
 
 eval_result coordinator::evaluate(int num_layers, std::uint64_t global_step) {
@@ -233,12 +236,7 @@ eval_result coordinator::evaluate(int num_layers, std::uint64_t global_step) {
     wire::control c{.h = {global_step, 0},
                     .what = wire::control_kind::evaluate,
                     .epoch = static_cast<std::uint32_t>(layer)};
-    std::vector<wire_message> out;
-    for (size_t p = 0; p < batchers_.size(); ++p) {
-      out.push_back(pack(wire::kind::control, wire::encode(ctx_, c)));
-      count(static_cast<int>(p), out.back());
-    }
-    const auto replies = broadcast(out, "evaluate");
+    const auto replies = broadcast(shards_, eval_atom_v, control_messages(c), "evaluate");
     if (layer < num_layers) continue;
     for (const auto& m : replies) {
       const auto r = wire::decode_control(ctx_, m.bytes);
@@ -255,13 +253,10 @@ eval_result coordinator::evaluate(int num_layers, std::uint64_t global_step) {
 std::vector<std::vector<float>> coordinator::parameters(std::uint64_t global_step) {
   finish_steps();
   wire::control c{.h = {global_step, 0}, .what = wire::control_kind::checkpoint};
-  std::vector<wire_message> out(batchers_.size(), pack(wire::kind::control, wire::encode(ctx_, c)));
   // The request crosses nodes like any other control message; the replies are counted by the
   // batch actors.
-  for (size_t p = 0; p < out.size(); ++p)
-    count(static_cast<int>(p), out[p]);
   std::vector<std::vector<float>> params;
-  for (const auto& m : broadcast(out, "parameters"))
+  for (const auto& m : broadcast(batchers_, params_atom_v, control_messages(c), "parameters"))
     params.push_back(wire::decode_allreduce_chunk(ctx_, m.bytes).values);
   return params;
 }
@@ -285,7 +280,9 @@ std::string coordinator::chrome_trace() {
           ",\"tid\":" + std::to_string(lane) + ",\"args\":{\"name\":\"" + lanes[lane] + "\"}}");
     }
   }
-  for (const auto& m : broadcast_control(c, "trace"))
+  for (const auto& m : broadcast(batchers_, trace_atom_v, control_messages(c), "trace"))
+    add(wire::decode_control(ctx_, m.bytes).text);
+  for (const auto& m : broadcast(shards_, trace_atom_v, control_messages(c), "trace"))
     add(wire::decode_control(ctx_, m.bytes).text);
   add(stages_.chrome_events(parts));
   return "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[" + events + "]}\n";
@@ -294,20 +291,15 @@ std::string coordinator::chrome_trace() {
 cluster_traffic coordinator::traffic() {
   cluster_traffic t;
   wire::control c{.h = {0, 0}, .what = wire::control_kind::result};
-  const wire_message ask = pack(wire::kind::control, wire::encode(ctx_, c));
-  for (const auto& m :
-       broadcast(std::vector<wire_message>(batchers_.size(), ask), "traffic report")) {
+  // Reports stay uncounted: they measure the traffic, they are not part of it.
+  const std::vector<wire_message> asks(batchers_.size(),
+                                       pack(wire::kind::control, wire::encode(ctx_, c)));
+  for (const auto& m : broadcast(batchers_, report_atom_v, asks, "traffic report"))
     add_counts(t, wire::decode_control(ctx_, m.bytes).counts);
-  }
-  for (size_t p = 0; p < shards_.size(); ++p) {
-    self_->request(shards_[p], timeout_, shard_atom_v, ask)
-        .receive(
-            [&](wire_message& m) { add_counts(t, wire::decode_control(ctx_, m.bytes).counts); },
-            [&](caf::error& e) {
-              throw std::runtime_error("traffic report of shard " + std::to_string(p) +
-                                       " failed: " + self_->system().render(e));
-            });
-  }
+  for (const auto& m : broadcast(shards_, report_atom_v, asks, "traffic report of a shard"))
+    add_counts(t, wire::decode_control(ctx_, m.bytes).counts);
+  for (const auto& m : broadcast(stores_, report_atom_v, asks, "traffic report of a store"))
+    add_counts(t, wire::decode_control(ctx_, m.bytes).counts);
   t.sent += sent_;
   return t;
 }

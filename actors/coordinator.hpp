@@ -1,7 +1,7 @@
 // The coordinator: drives steps and epochs over the batch actors, averages their gradients (the
 // all-reduce, gathered at the coordinator and broadcast back), runs distributed layer-wise
-// evaluation and collects the traffic counters. It runs on partition 0's node, inside a blocking
-// actor, so its control flow reads top to bottom.
+// evaluation on the shards and collects every actor's counters. It runs on partition 0's node,
+// inside a blocking actor, so its control flow reads top to bottom.
 #pragma once
 
 #include <array>
@@ -40,9 +40,10 @@ struct cluster_traffic {
 
 class coordinator {
  public:
-  /// batchers[p] and shards[p] belong to partition p; the coordinator shares partition 0's node.
+  /// batchers[p], shards[p] and stores[p] belong to partition p; the coordinator shares
+  /// partition 0's node.
   coordinator(caf::blocking_actor* self, std::vector<batch_actor> batchers,
-              std::vector<shard_actor> shards, wire::context ctx,
+              std::vector<shard_actor> shards, std::vector<store_actor> stores, wire::context ctx,
               std::chrono::milliseconds timeout);
 
   /// One synchronous data-parallel step: every batch actor trains on its batch `index` of `epoch`,
@@ -86,23 +87,25 @@ class coordinator {
   std::string chrome_trace();
 
  private:
-  std::vector<wire_message> broadcast(const std::vector<wire_message>& per_batcher,
-                                      const char* what);
   using handle = decltype(std::declval<caf::blocking_actor*>()->request(
-      std::declval<batch_actor>(), std::chrono::milliseconds(), batch_atom_v, wire_message{}));
+      std::declval<batch_actor>(), std::chrono::milliseconds(), step_atom_v, wire_message{}));
   struct in_flight {
     const char* what = "";
     std::vector<handle> handles;
   };
-  /// Sends one message to every batch actor; collect() waits for every reply (in part order).
-  in_flight send_all(const std::vector<wire_message>& per_batcher, const char* what);
+  /// Sends message p to actor p of one role; collect() waits for every reply (in part order).
+  template <class Handle, class Atom>
+  in_flight send_all(const std::vector<Handle>& to, Atom atom,
+                     const std::vector<wire_message>& messages, const char* what);
   std::vector<wire_message> collect(in_flight& f);
-  /// One control message per batch actor, counted.
+  /// send_all, then collect: the actors work concurrently.
+  template <class Handle, class Atom>
+  std::vector<wire_message> broadcast(const std::vector<Handle>& to, Atom atom,
+                                      const std::vector<wire_message>& messages, const char* what);
+  /// One control message per partition, counted.
   std::vector<wire_message> control_messages(const wire::control& c);
   void reduce_and_apply(const std::vector<wire_message>& gradients, int contributors,
                         std::uint64_t global_step);
-  /// Sends the same control message to every batch actor (counted) and returns the replies.
-  std::vector<wire_message> broadcast_control(const wire::control& c, const char* what);
   /// Averages the summed gradients over the contributors and has every replica apply it.
   void apply_average(std::vector<float> sum, int contributors, std::uint64_t global_step);
   void count(int part, const wire_message& m);
@@ -110,6 +113,7 @@ class coordinator {
   caf::blocking_actor* self_;
   std::vector<batch_actor> batchers_;
   std::vector<shard_actor> shards_;
+  std::vector<store_actor> stores_;
   wire::context ctx_;
   std::chrono::milliseconds timeout_;
   wire::traffic sent_;

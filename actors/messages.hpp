@@ -1,4 +1,5 @@
-// The actor protocol of DEGNN: the CAF type-ID block, atoms, and the typed actor interfaces.
+// The actor protocol of DEGNN: the CAF type-ID block, one atom per message kind, the typed actor
+// interfaces of the shard, embedding-store and batch actors, and the actors' error codes.
 // Every payload that may cross a node is a wire_message (kind + Cap'n Proto bytes), so the bytes
 // that cross a process boundary are exactly the bytes that travel in-process and get counted.
 #pragma once
@@ -6,6 +7,7 @@
 #include <caf/all.hpp>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "serialization/wire.hpp"
@@ -23,27 +25,108 @@ typename Inspector::result_type inspect(Inspector& f, wire_message& x) {
   return f(caf::meta::type_name("degnn.wire_message"), x.kind, x.bytes);
 }
 
+/// Where a partition's peers are, index = partition id: sent by whoever wires the cluster (the
+/// runtime) to the batch and shard actors before the first step; they refuse work until then.
+/// Untyped pointers, because the typed handles below name this type in their own interfaces.
+struct peer_view {
+  std::vector<caf::strong_actor_ptr> batchers, shards, stores;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, peer_view& x) {
+  return f(caf::meta::type_name("degnn.peer_view"), x.batchers, x.shards, x.stores);
+}
+
+/// Errors of the actors (caf::error with category "degnn"); the context names the actor and the
+/// cause.
+enum class actor_errc : std::uint8_t {
+  rejected = 1,  ///< a request failed validation (counted by the actor that refused it)
+  not_ready,     ///< work asked before the actor knows its peers
+  peer_failed,   ///< a request this actor made to a peer failed or timed out
+  internal,      ///< an actor could not do what was asked (its own data or state)
+};
+const char* to_string(actor_errc x);
+
 }  // namespace degnn
+
+CAF_ERROR_CODE_ENUM(degnn::actor_errc, "degnn")
 
 CAF_BEGIN_TYPE_ID_BLOCK(degnn, caf::first_custom_type_id)
 CAF_ADD_TYPE_ID(degnn, (degnn::wire_message))
-CAF_ADD_ATOM(degnn, degnn, shard_atom, "shard")
-CAF_ADD_ATOM(degnn, degnn, batch_atom, "batch")
+CAF_ADD_TYPE_ID(degnn, (degnn::peer_view))
+// -- shard: centralized pulls, evaluation --
+CAF_ADD_ATOM(degnn, degnn, sample_atom, "sample")
+CAF_ADD_ATOM(degnn, degnn, feature_atom, "feature")
+CAF_ADD_ATOM(degnn, degnn, halo_atom, "halo")
+CAF_ADD_ATOM(degnn, degnn, eval_atom, "evaluate")
+// -- shard: decentralized step --
+CAF_ADD_ATOM(degnn, degnn, push_atom, "push")
+CAF_ADD_ATOM(degnn, degnn, grad_ret_atom, "gradret")
+CAF_ADD_ATOM(degnn, degnn, init_hist_atom, "inithist")
+CAF_ADD_ATOM(degnn, degnn, refresh_atom, "refresh")
+// -- embedding store --
+CAF_ADD_ATOM(degnn, degnn, get_atom, "get")
+CAF_ADD_ATOM(degnn, degnn, put_atom, "put")
+// -- batch actor, and the step phases both replicas of a worker take part in --
+CAF_ADD_ATOM(degnn, degnn, step_atom, "step")
+CAF_ADD_ATOM(degnn, degnn, gradient_atom, "gradient")
+CAF_ADD_ATOM(degnn, degnn, apply_atom, "apply")
+CAF_ADD_ATOM(degnn, degnn, params_atom, "params")
+CAF_ADD_ATOM(degnn, degnn, probe_atom, "probe")
+CAF_ADD_ATOM(degnn, degnn, shutdown_atom, "shutdown")
+// -- every actor --
+CAF_ADD_ATOM(degnn, degnn, report_atom, "report")
+CAF_ADD_ATOM(degnn, degnn, trace_atom, "trace")
+CAF_ADD_ATOM(degnn, degnn, view_atom, "view")
 CAF_END_TYPE_ID_BLOCK(degnn)
 
 namespace degnn {
 
-// Every request is one encoded message in and one encoded reply out; kinds are dispatched inside
-// (serialization/degnn.capnp). The leading atom makes each role its own type, so sending a batch
-// owner's message to a shard fails to compile.
+/// request -> reply, both encoded.
+template <class Atom>
+using wire_call = typename caf::replies_to<Atom, wire_message>::template with<wire_message>;
 
-/// Serves its partition: sample_request -> sample_response, feature_request -> feature_response,
-/// control(result) -> control with its traffic counters.
-using shard_actor = caf::typed_actor<caf::replies_to<shard_atom, wire_message>::with<wire_message>>;
+/// One per partition: its in-edges, features, labels and a model replica.
+///   sample (sample_request -> sample_response), feature (feature_request -> feature_response):
+///     the centralized pipeline's pulls;
+///   halo (halo_request -> halo_response), evaluate (control -> control with accuracy counts at
+///     the last layer): layer-wise exact evaluation;
+///   push (computation_push -> partial_aggregate), gradret (gradient_return -> control),
+///   gradient (control: back-propagate the step's pushes, commit its history -> allreduce_chunk),
+///   inithist, refresh (control -> control): the decentralized pipeline;
+///   apply (averaged allreduce_chunk -> control), params (control -> allreduce_chunk);
+///   report (control -> traffic, work and stage counters), trace (control -> Chrome events).
+using shard_actor =
+    caf::typed_actor<wire_call<sample_atom>, wire_call<feature_atom>, wire_call<halo_atom>,
+                     wire_call<eval_atom>, wire_call<push_atom>, wire_call<grad_ret_atom>,
+                     wire_call<gradient_atom>, wire_call<init_hist_atom>, wire_call<refresh_atom>,
+                     wire_call<apply_atom>, wire_call<params_atom>, wire_call<report_atom>,
+                     wire_call<trace_atom>, caf::reacts_to<view_atom, peer_view>>;
 
-/// A worker's batch owner: control(step) -> allreduce_chunk (gradient and step statistics),
-/// allreduce_chunk (averaged gradient) -> control(result), control(evaluate) -> control(result),
-/// halo_request -> halo_response, control(result) -> traffic counters.
-using batch_actor = caf::typed_actor<caf::replies_to<batch_atom, wire_message>::with<wire_message>>;
+/// One per partition, beside its shard: the quantized historical embeddings of its owned nodes.
+///   get (embedding_get -> embedding_rows, rows newer than the asker holds), put (embedding_rows of
+///   one level, float32, at their versions -> control; its own shard only), report.
+using store_actor =
+    caf::typed_actor<wire_call<get_atom>, wire_call<put_atom>, wire_call<report_atom>>;
+
+/// One per worker: the batch owner.
+///   step (control -> allreduce_chunk with the step's loss counts: the gradient in the
+///   centralized pipeline), gradient (control -> allreduce_chunk: its own and its shard's
+///   gradient), apply (averaged allreduce_chunk -> control, after its shard applied it too),
+///   params (control -> allreduce_chunk), probe (readiness, see batch_actor.hpp), shutdown,
+///   report, trace.
+using batch_actor =
+    caf::typed_actor<wire_call<step_atom>, wire_call<gradient_atom>, wire_call<apply_atom>,
+                     wire_call<params_atom>, wire_call<probe_atom>, wire_call<shutdown_atom>,
+                     wire_call<report_atom>, wire_call<trace_atom>,
+                     caf::reacts_to<view_atom, peer_view>>;
+
+/// Registers the message types and renders actor_errc in errors.
+void add_actor_types(caf::actor_system_config& cfg);
+
+/// A caf::error of the actors.
+inline caf::error actor_error(actor_errc code, std::string what) {
+  return caf::make_error(code, std::move(what));
+}
 
 }  // namespace degnn

@@ -1,11 +1,15 @@
-// Request handling of the shard actor.
+// The shard actor's behaviour: the centralized pulls, the averaged gradient, parameters and
+// counters here; evaluation and the decentralized step in their own files.
 #include "actors/shard_actor.hpp"
 
+#include "actors/shard_internal.hpp"
 #include "model/sampler.hpp"
 
 namespace degnn {
 
 namespace {
+
+using namespace shard_detail;
 
 // The node ids of a request must all be owned here: a wrong one is a routing bug or a hostile
 // peer, never something to answer with another partition's data.
@@ -15,6 +19,41 @@ node_id local_row(const graph_partition& part, const partition_book& book, node_
                            std::to_string(part.part) + " does not own");
   }
   return book.local_id(g);
+}
+
+wire_message report(shard_state& st, const wire_message& m) {
+  wire::decode_control(st.ctx, m.bytes);  // only a query of this cluster is answered
+  wire::control out{.h = {0, st.part->part}, .what = wire::control_kind::result};
+  out.counts = st.sent.to_report(st.rejected);
+  // Then the work counters and the time per stage (the coordinator tells reports apart by length).
+  const auto work = st.work.to_list();
+  out.counts.insert(out.counts.end(), work.begin(), work.end());
+  const auto& stage_us = st.stages.total_us();
+  out.counts.insert(out.counts.end(), stage_us.begin(), stage_us.end());
+  return pack(wire::kind::control, wire::encode(st.ctx, out));
+}
+
+// The averaged gradient, handed on by this worker's batch actor.
+wire_message apply(self_ptr self, const wire_message& m) {
+  auto& st = self->state;
+  const auto avg = wire::decode_allreduce_chunk(st.ctx, m.bytes);
+  if (avg.round != 1 || avg.h.sender != kCoordinatorPart)
+    throw wire::wire_error("allreduce_chunk is not an averaged gradient of the coordinator");
+  if (avg.values.size() != st.replica->parameters().size()) {
+    throw wire::wire_error("averaged gradient has " + std::to_string(avg.values.size()) +
+                           " values, the model " + std::to_string(st.replica->parameters().size()));
+  }
+  st.replica->apply_gradient(avg.values);
+  // A decentralized step accumulates from pushes of several owners: start from zero.
+  if (st.settings.decentralized) st.replica->model().zero_grad();
+  st.weights.applied_one();
+  return result_message(st, avg.h.step);
+}
+
+wire_message parameters(shard_state& st, const wire_message& m) {
+  const auto c = wire::decode_control(st.ctx, m.bytes);
+  wire::allreduce_chunk out{.h = {c.h.step, st.part->part}, .values = st.replica->parameters()};
+  return pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
 }
 
 }  // namespace
@@ -61,34 +100,117 @@ wire_message serve_shard_request(const graph_partition& part, const partition_bo
   }
 }
 
-shard_actor::behavior_type shard_behavior(shard_actor::stateful_pointer<shard_state> self,
+shard_actor::behavior_type shard_behavior(self_ptr self,
                                           std::shared_ptr<const graph_partition> part,
                                           std::shared_ptr<const partition_book> book,
+                                          replica_config model, worker_settings settings,
                                           wire::context ctx) {
-  self->state.part = std::move(part);
-  self->state.book = std::move(book);
-  self->state.ctx = ctx;
+  auto& st = self->state;
+  st.part = std::move(part);
+  st.book = std::move(book);
+  st.replica = std::make_unique<model_replica>(model);
+  st.settings = std::move(settings);
+  st.ctx = ctx;
+  st.halo = halo_cache(st.part->halo);
+  if (st.settings.trace) st.stages.keep_spans();
+  st.scratch.assign(static_cast<size_t>(st.book->num_nodes()), -1);
+  // Every handler: check the kind, serve; a request that fails validation is refused with an
+  // error naming the shard, and counted.
+  auto guarded = [self](wire::kind expected, const wire_message& m,
+                        auto&& serve) -> caf::result<wire_message> {
+    auto& st = self->state;
+    try {
+      if (m.kind != static_cast<std::uint16_t>(expected)) {
+        throw wire::wire_error(std::string("expected a ") + wire::kind_name(expected) + ", got a " +
+                               wire::kind_name(static_cast<wire::kind>(m.kind)));
+      }
+      return serve();
+    } catch (const std::exception& e) {
+      ++st.rejected;
+      return as_error(st, actor_errc::rejected, e.what());
+    }
+  };
+  // Work that needs the peers waits for the view (see messages.hpp).
+  auto with_peers = [self, guarded](wire::kind expected, const wire_message& m,
+                                    auto&& serve) -> caf::result<wire_message> {
+    if (!self->state.has_view)
+      return as_error(self->state, actor_errc::not_ready, "no peer view yet");
+    return guarded(expected, m, serve);
+  };
+  auto control = [self](const wire_message& m) {
+    return wire::decode_control(self->state.ctx, m.bytes);
+  };
   return {
-      [self](shard_atom, const wire_message& request) -> caf::result<wire_message> {
-        auto& st = self->state;
-        try {
-          if (static_cast<wire::kind>(request.kind) == wire::kind::control) {
-            // Traffic report (see wire::traffic::to_report).
-            wire::control c = wire::decode_control(st.ctx, request.bytes);
-            wire::control out{.h = {c.h.step, st.part->part}, .what = wire::control_kind::result};
-            out.counts = st.sent.to_report(st.rejected);
-            return wire_message{static_cast<std::uint16_t>(wire::kind::control),
-                                wire::encode(st.ctx, out)};
-          }
-          wire_message reply = serve_shard_request(*st.part, *st.book, st.ctx, request);
+      [self, guarded](sample_atom, const wire_message& m) {
+        return guarded(wire::kind::sample_request, m, [&]() -> caf::result<wire_message> {
+          auto& st = self->state;
+          auto reply = serve_shard_request(*st.part, *st.book, st.ctx, m);
           st.sent.add(static_cast<wire::kind>(reply.kind), reply.bytes.size());
           return reply;
-        } catch (const std::exception& e) {
-          ++st.rejected;
-          return caf::make_error(
-              caf::sec::invalid_argument,
-              std::string("shard ") + std::to_string(st.part->part) + ": " + e.what());
-        }
+        });
+      },
+      [self, guarded](feature_atom, const wire_message& m) {
+        return guarded(wire::kind::feature_request, m, [&]() -> caf::result<wire_message> {
+          auto& st = self->state;
+          auto reply = serve_shard_request(*st.part, *st.book, st.ctx, m);
+          st.sent.add(static_cast<wire::kind>(reply.kind), reply.bytes.size());
+          return reply;
+        });
+      },
+      [self, guarded](halo_atom, const wire_message& m) {
+        return guarded(wire::kind::halo_request, m,
+                       [&]() -> caf::result<wire_message> { return serve_halo(self->state, m); });
+      },
+      [self, with_peers, control](eval_atom, const wire_message& m) {
+        return with_peers(wire::kind::control, m, [&] { return evaluate_layer(self, control(m)); });
+      },
+      [self, with_peers](push_atom, const wire_message& m) {
+        return with_peers(wire::kind::computation_push, m, [&] { return serve_push(self, m); });
+      },
+      [self, guarded](grad_ret_atom, const wire_message& m) {
+        return guarded(wire::kind::gradient_return, m, [&]() -> caf::result<wire_message> {
+          return serve_gradient_return(self->state, m);
+        });
+      },
+      [self, with_peers, control](gradient_atom, const wire_message& m) {
+        return with_peers(wire::kind::control, m, [&] { return gradient_phase(self, control(m)); });
+      },
+      [self, with_peers, control](init_hist_atom, const wire_message& m) {
+        return with_peers(wire::kind::control, m, [&] { return init_history(self, control(m)); });
+      },
+      [self, with_peers, control](refresh_atom, const wire_message& m) {
+        return with_peers(wire::kind::control, m, [&] { return refresh_halo(self, control(m)); });
+      },
+      [self, guarded](apply_atom, const wire_message& m) {
+        return guarded(wire::kind::allreduce_chunk, m,
+                       [&]() -> caf::result<wire_message> { return apply(self, m); });
+      },
+      [self, guarded](params_atom, const wire_message& m) {
+        return guarded(wire::kind::control, m,
+                       [&]() -> caf::result<wire_message> { return parameters(self->state, m); });
+      },
+      [self, guarded](report_atom, const wire_message& m) {
+        return guarded(wire::kind::control, m,
+                       [&]() -> caf::result<wire_message> { return report(self->state, m); });
+      },
+      [self](trace_atom, const wire_message&) -> caf::result<wire_message> {
+        auto& st = self->state;
+        wire::control out{.h = {0, st.part->part},
+                          .what = wire::control_kind::result,
+                          .text = st.stages.chrome_events(st.part->part)};
+        auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));
+        count(st, kCoordinatorPart, msg);
+        return msg;
+      },
+      [self](view_atom, const peer_view& v) {
+        auto& st = self->state;
+        st.shards.clear();
+        st.stores.clear();
+        for (const auto& p : v.shards)
+          st.shards.push_back(caf::actor_cast<shard_actor>(p));
+        for (const auto& p : v.stores)
+          st.stores.push_back(caf::actor_cast<store_actor>(p));
+        st.has_view = true;
       },
   };
 }

@@ -1,32 +1,84 @@
-// The shard actor: one per graph partition. It owns the partition's in-edges and features and
-// answers the batch owners' sampling requests and feature pulls (centralized pipeline).
+// The shard actor: one per graph partition. It owns the partition's in-edges, features and labels
+// and a model replica, and serves everything that needs them: the centralized pipeline's sampling
+// and feature pulls, the decentralized pipeline's computation pushes (local expansion, fused
+// sub-graphs, history pulls, partial sums, their gradients and the history commit), the layers
+// of exact evaluation and the halo rows peers need for them. It applies the averaged gradient
+// itself (handed on by its worker's batch actor).
 #pragma once
 
+#include <map>
 #include <memory>
+#include <optional>
+#include <vector>
 
+#include "actors/compute_counters.hpp"
 #include "actors/messages.hpp"
+#include "actors/stage_log.hpp"
+#include "actors/weight_gate.hpp"
+#include "actors/worker_settings.hpp"
+#include "model/halo_cache.hpp"
+#include "model/local_cg.hpp"
 #include "model/partition_book.hpp"
 #include "model/partition_store.hpp"
+#include "model/push_plan.hpp"
+#include "model/replica.hpp"
 #include "serialization/traffic.hpp"
 
 namespace degnn {
+
+/// One push as the shard serves it, and the gradient that came back for it.
+struct served_push {
+  wire::computation_push push;
+  caf::typed_response_promise<wire_message> rp;
+  std::optional<wire::gradient_return> grad;
+};
+
+/// Everything a shard holds for one decentralized step: every owner's push (its own included),
+/// the sub-graphs computing them, what their backward needs and the history rows they produced.
+struct served_step {
+  std::vector<std::optional<served_push>> pushes;  ///< by sender
+  int received = 0;
+  bool computed = false;
+  push_plan plan;
+  std::vector<local_cg> graphs;
+  std::vector<local_cg_state> states;
+  std::vector<Matrix> outs;              ///< per graph: its targets' rows
+  std::vector<std::vector<Matrix>> pre;  ///< per graph, per block: rows to write back as history
+};
 
 struct shard_state {
   static constexpr const char* name = "degnn.shard";
   std::shared_ptr<const graph_partition> part;
   std::shared_ptr<const partition_book> book;
+  std::vector<shard_actor> shards;  ///< every partition's shard (from the peer view)
+  std::vector<store_actor> stores;  ///< every partition's embedding store
+  bool has_view = false;
+  std::unique_ptr<model_replica> replica;
+  worker_settings settings;
   wire::context ctx;
-  wire::traffic sent;          ///< replies, all of which go to other nodes
-  std::uint64_t rejected = 0;  ///< requests that failed validation
+  wire::traffic sent;                 ///< messages to other nodes
+  std::uint64_t rejected = 0;         ///< requests that failed validation
+  std::vector<std::int32_t> scratch;  ///< global id -> local block index, -1 between uses
+  std::vector<Matrix> eval_h;         ///< eval_h[l]: h^(l) of the owned nodes, l >= 1
+  // -- decentralized pipeline --
+  halo_cache halo;                    ///< rows of remote leaves: features, then history levels
+  bool halo_features_loaded = false;  ///< level 0 is pulled once: features never change
+  std::map<std::uint64_t, served_step> served;  ///< by step
+  weight_gate weights;
+  compute_counters work;
+  stage_log stages;
 };
 
+/// Spawn with `sys.spawn(shard_behavior, part, book, replica_config, settings, ctx)`, then send
+/// it the peer view.
 shard_actor::behavior_type shard_behavior(shard_actor::stateful_pointer<shard_state> self,
                                           std::shared_ptr<const graph_partition> part,
                                           std::shared_ptr<const partition_book> book,
+                                          replica_config model, worker_settings settings,
                                           wire::context ctx);
 
-/// Answers one encoded request against a partition; the pure core of the shard actor, used by
-/// its behaviour and by tests. Throws wire::wire_error for a request it must reject.
+/// Answers a centralized pull (sample_request or feature_request) against a partition: the pure
+/// core of those handlers, used by tests. Throws wire::wire_error for a request it must reject.
 wire_message serve_shard_request(const graph_partition& part, const partition_book& book,
                                  const wire::context& ctx, const wire_message& request);
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "model/layers.hpp"
+#include "model/local_cg.hpp"
 
 namespace degnn {
 
@@ -28,6 +29,21 @@ model_config to_model_config(const replica_config& c) {
 
 }  // namespace
 
+step_stats classification_loss(const Matrix& logits, std::span<const std::int32_t> labels,
+                               Matrix& grad_logits) {
+  step_stats s;
+  const double mean_loss = softmax_cross_entropy(logits, labels, grad_logits);
+  for (Eigen::Index r = 0; r < logits.rows(); ++r) {
+    if (labels[static_cast<size_t>(r)] < 0) continue;
+    ++s.seeds;
+    Eigen::Index best = 0;
+    logits.row(r).maxCoeff(&best);
+    s.correct += best == labels[static_cast<size_t>(r)];
+  }
+  s.loss_sum = mean_loss * s.seeds;
+  return s;
+}
+
 model_replica::model_replica(const replica_config& c)
     : config_(c),
       model_(to_model_config(c), c.seed),
@@ -38,18 +54,32 @@ step_stats model_replica::train_step(const sampled_batch& batch, const Matrix& i
                                      std::uint64_t dropout_seed) {
   model_.zero_grad();
   const Matrix logits = model_.forward(batch, inputs, true, dropout_seed);
-  step_stats s;
-  const double mean_loss = softmax_cross_entropy(logits, labels, grad_logits_);
-  for (Eigen::Index r = 0; r < logits.rows(); ++r) {
-    if (labels[static_cast<size_t>(r)] < 0) continue;
-    ++s.seeds;
-    Eigen::Index best = 0;
-    logits.row(r).maxCoeff(&best);
-    s.correct += best == labels[static_cast<size_t>(r)];
-  }
-  s.loss_sum = mean_loss * s.seeds;
+  const step_stats s = classification_loss(logits, labels, grad_logits_);
   model_.backward(grad_logits_);
   return s;
+}
+
+top_step model_replica::train_top_layer(std::span<const node_id> seeds, const Matrix& h_self,
+                                        Matrix partial_sum, std::span<const std::int32_t> counts,
+                                        std::span<const std::int32_t> labels) {
+  top_step out;
+  const auto b = static_cast<Eigen::Index>(seeds.size());
+  if (b == 0) return out;
+  // The mean is linear: sum of the shards' partial sums over the neighbour count.
+  for (Eigen::Index i = 0; i < b; ++i) {
+    if (counts[static_cast<size_t>(i)] > 0)
+      partial_sum.row(i) /= static_cast<float>(counts[static_cast<size_t>(i)]);
+  }
+  top_layer_state top;
+  const Matrix logits = top_forward(model_, seeds, h_self, partial_sum, counts, top);
+  out.stats = classification_loss(logits, labels, grad_logits_);
+  top_backward(model_, top, grad_logits_, out.grad_self, out.grad_partial);
+  // d loss / d (a shard's partial sum of seed i) = d loss / d mean_i / count_i.
+  for (Eigen::Index i = 0; i < b; ++i) {
+    if (counts[static_cast<size_t>(i)] > 0)
+      out.grad_partial.row(i) /= static_cast<float>(counts[static_cast<size_t>(i)]);
+  }
+  return out;
 }
 
 std::vector<float> model_replica::gradient() const {

@@ -28,6 +28,18 @@ struct step_stats {
   std::uint32_t correct = 0;
 };
 
+/// Softmax cross-entropy of logits (B, C) against labels (negative: unlabelled, skipped) with
+/// the counts of a step; grad_logits receives d (mean loss) / d logits.
+step_stats classification_loss(const Matrix& logits, std::span<const std::int32_t> labels,
+                               Matrix& grad_logits);
+
+/// What the batch owner's top layer leaves for the shards (decentralized pipeline).
+struct top_step {
+  step_stats stats;
+  Matrix grad_self;     ///< (B, width): d loss / d the seeds' own rows
+  Matrix grad_partial;  ///< (B, width): d loss / d any shard's partial sum of seed i
+};
+
 class model_replica {
  public:
   /// Throws std::invalid_argument for an unknown model name or a non-positive size.
@@ -40,6 +52,14 @@ class model_replica {
   /// over the seeds) in the replica.
   step_stats train_step(const sampled_batch& batch, const Matrix& inputs,
                         std::span<const std::int32_t> labels, std::uint64_t dropout_seed);
+
+  /// Decentralized pipeline, the batch owner's part of a step: the last layer of `seeds` from
+  /// their own rows h_self (B, width) and the sum of every shard's partial neighbour sums
+  /// partial_sum (B, width) over counts[i] sampled neighbours, the loss, and its backward, which
+  /// accumulates the last layer's weight gradients (zero_grad is the caller's).
+  top_step train_top_layer(std::span<const node_id> seeds, const Matrix& h_self, Matrix partial_sum,
+                           std::span<const std::int32_t> counts,
+                           std::span<const std::int32_t> labels);
 
   /// Current gradient, flattened in parameter order.
   std::vector<float> gradient() const;

@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <thread>
 
-#include "actors/batch_actor.hpp"
-#include "actors/shard_actor.hpp"
+#include "actors/coordinator.hpp"
 #include "model/checkpoint.hpp"
 #include "model/partitioner.hpp"
 #include "model/sampler.hpp"
 #include "runtime/compute_threads.hpp"
 #include "runtime/process_stats.hpp"
+#include "runtime/worker_actors.hpp"
 
 namespace degnn {
 
@@ -23,19 +23,18 @@ std::uint64_t cluster_id_for(const std::string& dataset_name, std::uint64_t seed
   return h;
 }
 
-batch_settings make_batch_settings(const train_settings& s) {
-  return batch_settings{.decentralized = s.pipeline == "decentralized",
-                        .fanouts = s.fanouts,
-                        .batch_size = s.batch_size,
-                        .seed = s.seed,
-                        .timeout = std::chrono::milliseconds(1000LL * s.timeout_s),
-                        .history_bits = s.history_bits,
-                        .stochastic_rounding = s.stochastic_rounding,
-                        .staleness = s.staleness,
-                        .fuse_targets = s.fusion >= 1,
-                        .fuse_pushes = s.fusion >= 2,
-                        .local_bias = s.local_bias,
-                        .trace = !s.trace.empty()};
+worker_settings make_worker_settings(const train_settings& s) {
+  return worker_settings{.decentralized = s.pipeline == "decentralized",
+                         .fanouts = s.fanouts,
+                         .batch_size = s.batch_size,
+                         .seed = s.seed,
+                         .timeout = std::chrono::milliseconds(1000LL * s.timeout_s),
+                         .history_bits = s.history_bits,
+                         .stochastic_rounding = s.stochastic_rounding,
+                         .staleness = s.staleness,
+                         .fusion = s.fusion,
+                         .local_bias = s.local_bias,
+                         .trace = !s.trace.empty()};
 }
 
 cluster_result drive_training(coordinator& coord, const train_settings& s, const replica_config& rc,
@@ -190,42 +189,43 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
   rc.in_dim = d.num_features();
   rc.num_classes = d.num_classes;
   const wire::context ctx{.cluster_id = cluster_id_for(d.name, s.seed)};
-  const batch_settings bs = make_batch_settings(s);
+  const worker_settings ws = make_worker_settings(s);
 
   caf::actor_system_config cfg;
   // The in-process workers share this machine's cores.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   use_compute_threads(cfg, s.threads > 0 ? s.threads : std::max(1, cores / book->num_parts()));
-  cfg.add_message_types<caf::id_block::degnn>();
+  add_actor_types(cfg);
   caf::actor_system sys{cfg};
-  auto view = std::make_shared<cluster_view>();
+  caf::scoped_actor self{sys};
+  std::vector<worker_actors> workers;
+  cluster_handles handles;
   std::vector<std::size_t> train_sizes;
   for (const auto& part : parts) {
-    view->shards.push_back(sys.spawn(shard_behavior, part, book, ctx));
+    workers.push_back(spawn_worker(sys, part, book, rc, ws, ctx));
+    handles.batchers.push_back(workers.back().batch);
+    handles.shards.push_back(workers.back().shard);
+    handles.stores.push_back(workers.back().store);
     train_sizes.push_back(part->train.size());
   }
-  for (const auto& part : parts) {
-    view->batchers.push_back(sys.spawn(batch_behavior, part, book,
-                                       std::shared_ptr<const cluster_view>(view), rc, bs, ctx));
-  }
-  view->ready.store(true, std::memory_order_release);
-  caf::scoped_actor self{sys};
+  const peer_view view = handles.view();
+  for (const auto& w : workers)
+    send_view(self, w, view);
+  auto stop_all = [&] {
+    for (const auto& w : workers)
+      stop_worker(self, w);
+  };
   cluster_result result;
   try {
-    coordinator coord(self.ptr(), view->batchers, view->shards, ctx, bs.timeout);
+    coordinator coord(self.ptr(), handles.batchers, handles.shards, handles.stores, ctx,
+                      ws.timeout);
     result =
         drive_training(coord, s, rc, batches_per_epoch(train_sizes, s.batch_size), report, on_step);
   } catch (...) {
-    for (auto& a : view->batchers)
-      self->send_exit(a, caf::exit_reason::user_shutdown);
-    for (auto& a : view->shards)
-      self->send_exit(a, caf::exit_reason::user_shutdown);
+    stop_all();
     throw;
   }
-  for (auto& a : view->batchers)
-    self->send_exit(a, caf::exit_reason::user_shutdown);
-  for (auto& a : view->shards)
-    self->send_exit(a, caf::exit_reason::user_shutdown);
+  stop_all();
   if (!result.replicas_identical)
     throw std::runtime_error("replicas diverged: the all-reduce is broken");
   return result;

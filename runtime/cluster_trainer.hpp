@@ -1,11 +1,12 @@
-// Training on an in-process cluster: one shard and one batch actor per partition in one CAF actor
-// system, driven by the coordinator. The same actors run across processes (degnn node).
+// Training on an in-process cluster: a batch actor, a shard and an embedding store per partition in
+// one CAF actor system, driven by the coordinator. The same actors run across processes (degnn
+// node).
 #pragma once
 
 #include <vector>
 
-#include "actors/batch_actor.hpp"
 #include "actors/coordinator.hpp"
+#include "actors/worker_settings.hpp"
 #include "model/dataset.hpp"
 #include "runtime/single_trainer.hpp"
 #include "runtime/train_options.hpp"
@@ -31,8 +32,8 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
                               std::uint64_t batches_per_epoch, training_report& report,
                               const step_hook& on_step);
 
-/// The batch actors' settings for a training run.
-batch_settings make_batch_settings(const train_settings& s);
+/// The workers' actors' settings for a training run.
+worker_settings make_worker_settings(const train_settings& s);
 
 /// A cluster id both sides of a run can compute from what they share (dataset name and seed).
 std::uint64_t cluster_id_for(const std::string& dataset_name, std::uint64_t seed);

@@ -1,6 +1,7 @@
 // degnn node: one node process of a static cluster. Node K loads partition K, publishes its batch
-// actor on port P and its shard on port P+1 (P from the K-th entry of --peers), connects to every
-// other node, and then node 0 coordinates training while the others serve until told to stop.
+// actor on port P, its shard on P+1 and its embedding store on P+2 (P from the K-th entry of
+// --peers), connects to every other node, and then node 0 coordinates training while the others
+// serve until told to stop.
 //   degnn node --config-file=cluster.conf --id 0     (and --id 1 ... in other processes)
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -8,15 +9,14 @@
 #include <cstdio>
 #include <thread>
 
-#include "actors/batch_actor.hpp"
 #include "actors/coordinator.hpp"
-#include "actors/shard_actor.hpp"
 #include "model/partition_store.hpp"
 #include "runtime/cluster_trainer.hpp"
 #include "runtime/commands.hpp"
 #include "runtime/compute_threads.hpp"
 #include "runtime/process_stats.hpp"
 #include "runtime/train_options.hpp"
+#include "runtime/worker_actors.hpp"
 
 namespace degnn {
 
@@ -45,8 +45,9 @@ std::vector<endpoint> parse_peers(const std::string& text) {
     } catch (...) {
       port = -1;
     }
-    if (port < 1 || port > 65534)
-      throw config_error("--peers: bad port in '" + item + "' (1..65534; P+1 is used too)");
+    if (port < 1 || port > 65533)
+      throw config_error("--peers: bad port in '" + item +
+                         "' (1..65533; P+1 and P+2 are used too)");
     out.push_back({item.substr(0, colon), static_cast<std::uint16_t>(port)});
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -77,7 +78,8 @@ int run_node(int argc, char** argv) {
   specs.push_back({"id", "", "this node's index into --peers (node 0 coordinates)"});
   specs.push_back(
       {"peers", "",
-       "HOST:PORT of every node, in node order (batch actor at PORT, shard at PORT+1)"});
+       "HOST:PORT of every node, in node order (batch actor at PORT, shard at PORT+1, embedding "
+       "store at PORT+2)"});
   specs.push_back({"connect-timeout", "60", "seconds to wait for all peers"});
   option_set opts(
       "node",
@@ -102,22 +104,17 @@ int run_node(int argc, char** argv) {
   rc.in_dim = meta.num_features;
   rc.num_classes = meta.num_classes;
   const wire::context ctx{.cluster_id = cluster_id_for(meta.dataset_name, s.seed)};
-  const batch_settings bs = make_batch_settings(s);
+  const worker_settings ws = make_worker_settings(s);
 
   caf::actor_system_config cfg;
   if (s.threads > 0) use_compute_threads(cfg, s.threads);
-  cfg.add_message_types<caf::id_block::degnn>();
+  add_actor_types(cfg);
   cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};
-  auto view = std::make_shared<cluster_view>();
-  auto shard = sys.spawn(shard_behavior, part, book, ctx);
-  auto batcher =
-      sys.spawn(batch_behavior, part, book, std::shared_ptr<const cluster_view>(view), rc, bs, ctx);
+  const worker_actors local = spawn_worker(sys, part, book, rc, ws, ctx);
+  const auto& batcher = local.batch;
   caf::scoped_actor self{sys};
-  auto stop_local = [&] {
-    self->send_exit(batcher, caf::exit_reason::user_shutdown);
-    self->send_exit(shard, caf::exit_reason::user_shutdown);
-  };
+  auto stop_local = [&] { stop_worker(self, local); };
   const auto& me = peers[static_cast<size_t>(id)];
   auto check_published = [&](caf::expected<std::uint16_t> published, std::uint16_t port) {
     if (published) return;
@@ -127,11 +124,14 @@ int run_node(int argc, char** argv) {
   };
   // Published as typed handles, so a peer of another protocol fails at connection time.
   check_published(sys.middleman().publish(batcher, me.port, me.host.c_str(), true), me.port);
-  check_published(sys.middleman().publish(shard, static_cast<std::uint16_t>(me.port + 1),
+  check_published(sys.middleman().publish(local.shard, static_cast<std::uint16_t>(me.port + 1),
                                           me.host.c_str(), true),
                   static_cast<std::uint16_t>(me.port + 1));
+  check_published(sys.middleman().publish(local.store, static_cast<std::uint16_t>(me.port + 2),
+                                          me.host.c_str(), true),
+                  static_cast<std::uint16_t>(me.port + 2));
   std::fprintf(stderr, "node %d: partition %d (%d nodes), listening on %s:%u-%u\n", id, id,
-               part->num_owned(), me.host.c_str(), me.port, me.port + 1);
+               part->num_owned(), me.host.c_str(), me.port, me.port + 2);
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(opts.integer("connect-timeout", 1));
   // A pair of nodes never sets up its connections at the same time: CAF 0.17's BASP can leave a
@@ -139,10 +139,13 @@ int run_node(int argc, char** argv) {
   // about once in ten 4-node runs). Node K connects to every p < K at once and greets it; p
   // connects back to K only after K's greeting arrived, over the connection K made.
   const auto n = peers.size();
-  view->batchers.resize(n);
-  view->shards.resize(n);
-  view->batchers[static_cast<size_t>(id)] = batcher;
-  view->shards[static_cast<size_t>(id)] = shard;
+  cluster_handles view;
+  view.batchers.resize(n);
+  view.shards.resize(n);
+  view.stores.resize(n);
+  view.batchers[static_cast<size_t>(id)] = local.batch;
+  view.shards[static_cast<size_t>(id)] = local.shard;
+  view.stores[static_cast<size_t>(id)] = local.store;
   auto control = [&](int value, std::vector<std::uint64_t> counts = {}) {
     wire::control c{.h = {0, id},
                     .what = wire::control_kind::epoch,
@@ -151,12 +154,14 @@ int run_node(int argc, char** argv) {
     return wire_message{static_cast<std::uint16_t>(wire::kind::control), wire::encode(ctx, c)};
   };
   auto connect_to = [&](size_t p) {
-    view->batchers[p] = connect<batch_actor>(sys, peers[p], deadline, "batch actor");
-    endpoint shard_at = peers[p];
-    ++shard_at.port;
-    view->shards[p] = connect<shard_actor>(sys, shard_at, deadline, "shard");
+    view.batchers[p] = connect<batch_actor>(sys, peers[p], deadline, "batch actor");
+    endpoint at = peers[p];
+    ++at.port;
+    view.shards[p] = connect<shard_actor>(sys, at, deadline, "shard");
+    ++at.port;
+    view.stores[p] = connect<store_actor>(sys, at, deadline, "embedding store");
     std::string failure;
-    self->request(view->batchers[p], std::chrono::seconds(10), batch_atom_v, control(2))
+    self->request(view.batchers[p], std::chrono::seconds(10), probe_atom_v, control(2))
         .receive([](wire_message&) {}, [&](caf::error& e) { failure = sys.render(e); });
     if (!failure.empty())
       throw std::runtime_error("node " + std::to_string(id) + ": greeting node " +
@@ -164,7 +169,7 @@ int run_node(int argc, char** argv) {
   };
   auto greeted_by = [&](size_t p) {
     bool yes = false;
-    self->request(batcher, std::chrono::seconds(10), batch_atom_v, control(3, {p}))
+    self->request(batcher, std::chrono::seconds(10), probe_atom_v, control(3, {p}))
         .receive(
             [&](wire_message& m) {
               const auto r = wire::decode_control(ctx, m.bytes);
@@ -189,13 +194,13 @@ int run_node(int argc, char** argv) {
     stop_local();
     throw;
   }
-  view->ready.store(true, std::memory_order_release);
+  send_view(self, local, view.view());
   std::fprintf(stderr, "node %d: connected to %zu peers\n", id, peers.size() - 1);
 
   if (id != 0) {
     // Serve until node 0 says shutdown (the batch actor then quits) or node 0 disappears.
     self->monitor(batcher);
-    self->monitor(view->batchers[0]);
+    self->monitor(view.batchers[0]);
     bool clean = false;
     self->receive([&](caf::down_msg& d) { clean = d.source == batcher.address(); });
     if (!clean) {
@@ -214,13 +219,13 @@ int run_node(int argc, char** argv) {
   }
 
   // Node 0: wait until every batch actor reports a complete view, then train.
-  coordinator coord(self.ptr(), view->batchers, view->shards, ctx, bs.timeout);
+  coordinator coord(self.ptr(), view.batchers, view.shards, view.stores, ctx, ws.timeout);
   for (size_t p = 0; p < peers.size(); ++p) {
     while (true) {
       bool ok = false;
       // value 1: the batch actor first reaches every peer's batch actor and shard.
       wire::control ping{.h = {0, 0}, .what = wire::control_kind::epoch, .value = 1};
-      self->request(view->batchers[p], std::chrono::seconds(10), batch_atom_v,
+      self->request(view.batchers[p], std::chrono::seconds(10), probe_atom_v,
                     wire_message{static_cast<std::uint16_t>(wire::kind::control),
                                  wire::encode(ctx, ping)})
           .receive([&](wire_message&) { ok = true; }, [&](caf::error&) {});
@@ -262,7 +267,7 @@ int run_node(int argc, char** argv) {
   for (size_t p = 1; p < peers.size(); ++p) {
     wire::control bye{.h = {0, 0}, .what = wire::control_kind::shutdown};
     self->request(
-            view->batchers[p], std::chrono::seconds(10), batch_atom_v,
+            view.batchers[p], std::chrono::seconds(10), shutdown_atom_v,
             wire_message{static_cast<std::uint16_t>(wire::kind::control), wire::encode(ctx, bye)})
         .receive([](wire_message&) {},
                  [&](caf::error& e) {

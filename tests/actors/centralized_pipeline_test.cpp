@@ -302,8 +302,7 @@ TEST(CentralizedCluster, AllReplicasHoldIdenticalParametersAfterEveryStep) {
   const replica_config rc = full_config(s, d);
   const wire::context ctx{.cluster_id = cluster_id_for(d.name, s.seed)};
   in_process_cluster c(d, s, rc, ctx);
-  coordinator coord(c.self.ptr(), c.view->batchers, c.view->shards, ctx,
-                    std::chrono::seconds(s.timeout_s));
+  coordinator coord = c.make_coordinator(ctx, std::chrono::seconds(s.timeout_s));
 
   std::vector<std::size_t> sizes;
   for (const auto& part : c.parts)
@@ -334,8 +333,7 @@ TEST(CentralizedCluster, AStepAppliesTheAverageOfTheWorkersGradients) {
   const replica_config rc = full_config(s, d);
   const wire::context ctx{.cluster_id = cluster_id_for(d.name, s.seed)};
   in_process_cluster c(d, s, rc, ctx);
-  coordinator coord(c.self.ptr(), c.view->batchers, c.view->shards, ctx,
-                    std::chrono::seconds(s.timeout_s));
+  coordinator coord = c.make_coordinator(ctx, std::chrono::seconds(s.timeout_s));
   const step_result r = coord.step(0, 0, 0);
   const auto got = coord.parameters(1);
 

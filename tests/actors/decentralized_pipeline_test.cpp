@@ -393,8 +393,7 @@ TEST(DecentralizedShard, ServesAPushAndRejectsAGradientReturnOfTheWrongWidth) {
   const replica_config rc = full_config(s, d);
   const wire::context ctx{.cluster_id = cluster_id_for(d.name, s.seed)};
   in_process_cluster c(d, s, rc, ctx);
-  coordinator coord(c.self.ptr(), c.view->batchers, c.view->shards, ctx,
-                    std::chrono::seconds(s.timeout_s));
+  coordinator coord = c.make_coordinator(ctx, std::chrono::seconds(s.timeout_s));
   coord.init_history(rc.num_layers, 0);
 
   // Partition 0 pushes two of partition 1's nodes as the neighbours of one of its own.
@@ -409,27 +408,37 @@ TEST(DecentralizedShard, ServesAPushAndRejectsAGradientReturnOfTheWrongWidth) {
   std::string error;
   auto wrong_layer = push;
   wrong_layer.layer = 1;
-  EXPECT_EQ(c.ask(1, wire::kind::computation_push, wire::encode(ctx, wrong_layer), &error).kind, 0)
+  EXPECT_EQ(c.ask_shard(1, push_atom_v, wire::kind::computation_push,
+                        wire::encode(ctx, wrong_layer), &error)
+                .kind,
+            0)
       << "a push for another layer was served";
   EXPECT_NE(error.find("layer"), std::string::npos) << error;
   auto ahead = push;
   ahead.applies = 5;  // weights this replica is far from having
-  EXPECT_EQ(c.ask(1, wire::kind::computation_push, wire::encode(ctx, ahead), &error).kind, 0)
+  EXPECT_EQ(
+      c.ask_shard(1, push_atom_v, wire::kind::computation_push, wire::encode(ctx, ahead), &error)
+          .kind,
+      0)
       << "a push naming future weights was held";
   EXPECT_NE(error.find("weights"), std::string::npos) << error;
   auto not_owned = push;
   not_owned.neighbors[1] = seed;  // owned by partition 0
-  EXPECT_EQ(c.ask(1, wire::kind::computation_push, wire::encode(ctx, not_owned), &error).kind, 0)
+  EXPECT_EQ(c.ask_shard(1, push_atom_v, wire::kind::computation_push, wire::encode(ctx, not_owned),
+                        &error)
+                .kind,
+            0)
       << "a push naming another partition's node was served";
 
   // A shard computes a step once every part's push is in: partition 1's own (empty) push too.
   const wire::computation_push own{.h = {.step = 7, .sender = 1}, .layer = 2};
   wire_message reply;
   auto first =
-      c.self->request(c.view->batchers[1], std::chrono::seconds(30), batch_atom_v,
+      c.self->request(c.handles.shards[1], std::chrono::seconds(30), push_atom_v,
                       wire_message{static_cast<std::uint16_t>(wire::kind::computation_push),
                                    wire::encode(ctx, push)});
-  const wire_message own_reply = c.ask(1, wire::kind::computation_push, wire::encode(ctx, own));
+  const wire_message own_reply =
+      c.ask_shard(1, push_atom_v, wire::kind::computation_push, wire::encode(ctx, own));
   first.receive([&](wire_message& r) { reply = std::move(r); },
                 [&](caf::error& e) { error = c.sys.render(e); });
   ASSERT_EQ(reply.kind, static_cast<std::uint16_t>(wire::kind::partial_aggregate)) << error;
@@ -441,7 +450,10 @@ TEST(DecentralizedShard, ServesAPushAndRejectsAGradientReturnOfTheWrongWidth) {
   EXPECT_TRUE(sums.sums.allFinite());
   EXPECT_EQ(wire::decode_partial_aggregate(ctx, own_reply.bytes).sums.rows(), 0);
   error.clear();
-  EXPECT_EQ(c.ask(1, wire::kind::computation_push, wire::encode(ctx, push), &error).kind, 0)
+  EXPECT_EQ(
+      c.ask_shard(1, push_atom_v, wire::kind::computation_push, wire::encode(ctx, push), &error)
+          .kind,
+      0)
       << "a second push from one part for one step was served";
   EXPECT_NE(error.find("second"), std::string::npos) << error;
 
@@ -449,32 +461,48 @@ TEST(DecentralizedShard, ServesAPushAndRejectsAGradientReturnOfTheWrongWidth) {
   wire::gradient_return g{.h = {.step = 7, .sender = 0}};
   g.grads = Matrix::Ones(1, s.model.hidden + 3);
   error.clear();
-  EXPECT_EQ(c.ask(1, wire::kind::gradient_return, wire::encode(ctx, g), &error).kind, 0)
+  EXPECT_EQ(
+      c.ask_shard(1, grad_ret_atom_v, wire::kind::gradient_return, wire::encode(ctx, g), &error)
+          .kind,
+      0)
       << "a gradient of the wrong width was accepted";
   EXPECT_NE(error.find("width"), std::string::npos) << error;
   g.grads = Matrix::Ones(2, s.model.hidden);
-  EXPECT_EQ(c.ask(1, wire::kind::gradient_return, wire::encode(ctx, g), &error).kind, 0)
+  EXPECT_EQ(
+      c.ask_shard(1, grad_ret_atom_v, wire::kind::gradient_return, wire::encode(ctx, g), &error)
+          .kind,
+      0)
       << "a gradient with a row per neighbour instead of per target was accepted";
   g.grads = Matrix::Ones(1, s.model.hidden);
   g.grads(0, 0) = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_EQ(c.ask(1, wire::kind::gradient_return, wire::encode(ctx, g), &error).kind, 0)
+  EXPECT_EQ(
+      c.ask_shard(1, grad_ret_atom_v, wire::kind::gradient_return, wire::encode(ctx, g), &error)
+          .kind,
+      0)
       << "a gradient holding NaN was accepted";
   g.grads = Matrix::Ones(1, s.model.hidden);
-  const wire_message done = c.ask(1, wire::kind::gradient_return, wire::encode(ctx, g), &error);
+  const wire_message done =
+      c.ask_shard(1, grad_ret_atom_v, wire::kind::gradient_return, wire::encode(ctx, g), &error);
   EXPECT_EQ(done.kind, static_cast<std::uint16_t>(wire::kind::control)) << error;
   const wire::gradient_return own_grad{.h = {.step = 7, .sender = 1}};
-  EXPECT_EQ(c.ask(1, wire::kind::gradient_return, wire::encode(ctx, own_grad), &error).kind,
+  EXPECT_EQ(c.ask_shard(1, grad_ret_atom_v, wire::kind::gradient_return,
+                        wire::encode(ctx, own_grad), &error)
+                .kind,
             static_cast<std::uint16_t>(wire::kind::control))
       << error;
   // Its backward left a gradient in partition 1's replica.
   const wire::control ask_gradient{.h = {.step = 7, .sender = 0},
                                    .what = wire::control_kind::gradient};
-  const wire_message grad = c.ask(1, wire::kind::control, wire::encode(ctx, ask_gradient), &error);
+  const wire_message grad =
+      c.ask_shard(1, gradient_atom_v, wire::kind::control, wire::encode(ctx, ask_gradient), &error);
   ASSERT_EQ(grad.kind, static_cast<std::uint16_t>(wire::kind::allreduce_chunk)) << error;
   const auto values = wire::decode_allreduce_chunk(ctx, grad.bytes).values;
   EXPECT_TRUE(std::any_of(values.begin(), values.end(), [](float v) { return v != 0.0f; }));
   // The push is consumed: a second return for it is refused.
-  EXPECT_EQ(c.ask(1, wire::kind::gradient_return, wire::encode(ctx, g), &error).kind, 0);
+  EXPECT_EQ(
+      c.ask_shard(1, grad_ret_atom_v, wire::kind::gradient_return, wire::encode(ctx, g), &error)
+          .kind,
+      0);
 }
 
 }  // namespace

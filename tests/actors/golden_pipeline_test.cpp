@@ -39,8 +39,8 @@ struct golden_case {
   int layers = 2, parts = 1, fusion = 2;
 
   std::string name() const {
-    return dataset + "_" + pipeline + "_l" + std::to_string(layers) + "_p" +
-           std::to_string(parts) + "_f" + std::to_string(fusion);
+    return dataset + "_" + pipeline + "_l" + std::to_string(layers) + "_p" + std::to_string(parts) +
+           "_f" + std::to_string(fusion);
   }
 };
 
@@ -84,8 +84,8 @@ std::string run_case(const golden_case& c) {
   const train_settings s = settings_of(c);
   std::vector<double> losses;
   training_report quiet(c.name(), "", false);
-  const cluster_result r = train_cluster(s, bundled(c.dataset), quiet,
-                                         [&](std::uint64_t, double loss) { losses.push_back(loss); });
+  const cluster_result r = train_cluster(
+      s, bundled(c.dataset), quiet, [&](std::uint64_t, double loss) { losses.push_back(loss); });
   std::ostringstream out;
   out << c.name() << " losses=";
   for (size_t i = 0; i < losses.size(); ++i)

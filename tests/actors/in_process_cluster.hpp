@@ -1,6 +1,6 @@
 // What the actor tests share: bundled Cora, the model configuration of a run, and a cluster of
-// shard and batch actors wired in this process, so that a test can drive the coordinator step by
-// step or talk to one batch actor by hand.
+// workers' actors (batch actor, shard, embedding store) wired in this process, so that a test can
+// drive the coordinator step by step or talk to one batch actor by hand.
 #pragma once
 
 #include <caf/all.hpp>
@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "actors/batch_actor.hpp"
-#include "actors/shard_actor.hpp"
+#include "actors/coordinator.hpp"
 #include "model/dataset.hpp"
 #include "model/partitioner.hpp"
 #include "runtime/cluster_trainer.hpp"
+#include "runtime/worker_actors.hpp"
 
 namespace degnn::testing {
 
@@ -34,14 +34,15 @@ inline replica_config full_config(const train_settings& s, const dataset& d) {
 
 struct in_process_cluster {
   struct config : caf::actor_system_config {
-    config() { add_message_types<caf::id_block::degnn>(); }
+    config() { add_actor_types(*this); }
   };
   config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  std::shared_ptr<cluster_view> view = std::make_shared<cluster_view>();
   std::shared_ptr<const partition_book> book;
   std::vector<std::shared_ptr<const graph_partition>> parts;
+  std::vector<worker_actors> workers;
+  cluster_handles handles;
 
   in_process_cluster(const dataset& d, const train_settings& s, const replica_config& rc,
                      const wire::context& ctx) {
@@ -50,26 +51,33 @@ struct in_process_cluster {
     book = std::make_shared<partition_book>(std::move(owner), s.parts);
     for (int p = 0; p < s.parts; ++p)
       parts.push_back(std::make_shared<graph_partition>(extract_partition(d, *book, p)));
-    const batch_settings bs = make_batch_settings(s);
-    for (const auto& part : parts)
-      view->shards.push_back(sys.spawn(shard_behavior, part, book, ctx));
+    const worker_settings ws = make_worker_settings(s);
     for (const auto& part : parts) {
-      view->batchers.push_back(sys.spawn(batch_behavior, part, book,
-                                         std::shared_ptr<const cluster_view>(view), rc, bs, ctx));
+      workers.push_back(spawn_worker(sys, part, book, rc, ws, ctx));
+      handles.batchers.push_back(workers.back().batch);
+      handles.shards.push_back(workers.back().shard);
+      handles.stores.push_back(workers.back().store);
     }
-    view->ready.store(true, std::memory_order_release);
+    const peer_view view = handles.view();
+    for (const auto& w : workers)
+      send_view(self, w, view);
   }
   ~in_process_cluster() {
-    for (auto& a : view->batchers)
-      self->send_exit(a, caf::exit_reason::user_shutdown);
-    for (auto& a : view->shards)
-      self->send_exit(a, caf::exit_reason::user_shutdown);
+    for (const auto& w : workers)
+      stop_worker(self, w);
   }
 
-  /// The reply of batch actor p, or an empty message (kind 0) and the error text in `error`.
-  wire_message ask(int p, wire::kind k, wire::bytes b, std::string* error = nullptr) {
+  coordinator make_coordinator(const wire::context& ctx, std::chrono::milliseconds timeout) {
+    return coordinator(self.ptr(), handles.batchers, handles.shards, handles.stores, ctx, timeout);
+  }
+
+  /// The reply of shard p to one message, or an empty message (kind 0) and the error text in
+  /// `error`.
+  template <class Atom>
+  wire_message ask_shard(int p, Atom atom, wire::kind k, wire::bytes b,
+                         std::string* error = nullptr) {
     wire_message out;
-    self->request(view->batchers[static_cast<size_t>(p)], std::chrono::seconds(30), batch_atom_v,
+    self->request(handles.shards[static_cast<size_t>(p)], std::chrono::seconds(30), atom,
                   wire_message{static_cast<std::uint16_t>(k), std::move(b)})
         .receive([&](wire_message& r) { out = std::move(r); },
                  [&](caf::error& e) {

@@ -1,0 +1,138 @@
+// Request handling of the embedding-store actor.
+#include "actors/embedding_store.hpp"
+
+#include "model/hashing.hpp"
+
+namespace degnn {
+
+namespace {
+
+using self_ptr = store_actor::stateful_pointer<store_state>;
+
+wire_message pack(wire::kind k, wire::bytes b) {
+  return {static_cast<std::uint16_t>(k), std::move(b)};
+}
+
+node_id owned_row(const store_state& st, node_id g, const char* what) {
+  if (g < 0 || g >= st.book->num_nodes() || st.book->owner(g) != st.part->part)
+    throw wire::wire_error(std::string(what) + " names node " + std::to_string(g) +
+                           ", not owned here");
+  return st.book->local_id(g);
+}
+
+wire_message serve_get(store_state& st, const wire_message& m) {
+  const auto req = wire::decode_embedding_get(st.ctx, m.bytes);
+  const int level = req.layer;
+  const bool features = level == 0;
+  if (!features && !st.table->holds(level)) {
+    throw wire::wire_error("embedding_get for level " + std::to_string(level) +
+                           ", which holds no history");
+  }
+  if (!req.held.empty() && req.held.size() != req.nodes.size())
+    throw wire::wire_error("embedding_get holds versions for some of its nodes only");
+  wire::embedding_rows res{.h = {req.h.step, st.part->part}, .layer = req.layer};
+  quantized_rows rows;
+  rows.bits = features ? 32 : st.table->bits();
+  rows.cols = features ? static_cast<int>(st.part->features.cols()) : st.table->width(level);
+  for (size_t i = 0; i < req.nodes.size(); ++i) {
+    const node_id g = req.nodes[i];
+    const node_id l = owned_row(st, g, "embedding_get");
+    const std::uint64_t version = features ? 0 : st.table->version(level, l);
+    if (version < req.since) continue;  // unchanged since the asker's last refresh
+    if (!req.held.empty() && req.held[i] != wire::kNoVersion && version <= req.held[i])
+      continue;  // the asker holds this version already
+    if (features) {
+      const auto* row = reinterpret_cast<const std::uint8_t*>(st.part->features.row(l).data());
+      rows.codes.insert(rows.codes.end(), row, row + rows.cols * sizeof(float));
+      rows.versions.push_back(0);
+    } else {
+      st.table->append_row(level, l, rows);
+    }
+    res.nodes.push_back(g);
+  }
+  res.bits = static_cast<std::uint8_t>(rows.bits);
+  res.cols = static_cast<std::uint32_t>(rows.cols);
+  res.versions = std::move(rows.versions);
+  res.payload = std::move(rows.codes);
+  res.row_min = std::move(rows.row_min);
+  res.row_scale = std::move(rows.row_scale);
+  auto msg = pack(wire::kind::embedding_rows, wire::encode(st.ctx, res));
+  if (req.h.sender != st.part->part) st.sent.add(wire::kind::embedding_rows, msg.bytes.size());
+  return msg;
+}
+
+// A put carries float32 rows of one level; the first put of a level is the exact evaluation
+// pass and names every owned node in order.
+wire_message serve_put(store_state& st, const wire_message& m) {
+  const auto rows = wire::decode_embedding_rows(st.ctx, m.bytes);
+  if (rows.h.sender != st.part->part)
+    throw wire::wire_error("put from partition " + std::to_string(rows.h.sender) +
+                           ": only the store's own shard commits history");
+  if (rows.bits != 32) throw wire::wire_error("put of quantized rows: the store quantizes");
+  const int level = rows.layer;
+  if (level < 1 || level > st.table->num_levels() ||
+      static_cast<int>(rows.cols) != st.table->width(level))
+    throw wire::wire_error("put of level " + std::to_string(level) + " or width " +
+                           std::to_string(rows.cols) + " this store does not keep");
+  const Matrix values = quantizer(static_cast<int>(rows.cols), 32).decode(rows.payload, {}, {});
+  if (values.rows() != static_cast<Eigen::Index>(rows.nodes.size()) ||
+      rows.versions.size() != rows.nodes.size())
+    throw wire::wire_error("put has the wrong number of rows or versions");
+  std::vector<node_id> local(rows.nodes.size());
+  for (size_t i = 0; i < local.size(); ++i)
+    local[i] = owned_row(st, rows.nodes[i], "put");
+  if (!st.table->holds(level)) {
+    if (rows.nodes != st.part->owned)
+      throw wire::wire_error("the first put of level " + std::to_string(level) +
+                             " must hold every owned node");
+    st.table->init(level, values, rows.versions.empty() ? 0 : rows.versions.front());
+  } else if (!local.empty()) {
+    // One version per put: a step's commit.
+    st.table->put(level, local, values, rows.versions.front(),
+                  mix64(rows.h.step ^ static_cast<std::uint64_t>(level)));
+  }
+  wire::control out{.h = {rows.h.step, st.part->part}, .what = wire::control_kind::result};
+  return pack(wire::kind::control, wire::encode(st.ctx, out));
+}
+
+}  // namespace
+
+store_actor::behavior_type store_behavior(self_ptr self,
+                                          std::shared_ptr<const graph_partition> part,
+                                          std::shared_ptr<const partition_book> book,
+                                          store_settings settings, wire::context ctx) {
+  auto& st = self->state;
+  st.part = std::move(part);
+  st.book = std::move(book);
+  st.ctx = ctx;
+  st.table = std::make_unique<embedding_table>(
+      st.part->num_owned(), settings.widths, settings.bits,
+      settings.stochastic_rounding ? rounding::stochastic : rounding::nearest);
+  // Every handler: validate, answer; a bad request is refused, counted and named.
+  auto guarded = [self](auto&& serve, const wire_message& m) -> caf::result<wire_message> {
+    try {
+      return serve(self->state, m);
+    } catch (const std::exception& e) {
+      ++self->state.rejected;
+      return actor_error(
+          actor_errc::rejected,
+          "embedding store " + std::to_string(self->state.part->part) + ": " + e.what());
+    }
+  };
+  return {
+      [guarded](get_atom, const wire_message& m) { return guarded(serve_get, m); },
+      [guarded](put_atom, const wire_message& m) { return guarded(serve_put, m); },
+      [guarded](report_atom, const wire_message& m) {
+        return guarded(
+            [](store_state& st, const wire_message& m) {
+              wire::decode_control(st.ctx, m.bytes);  // only a query of this cluster is answered
+              wire::control out{.h = {0, st.part->part}, .what = wire::control_kind::result};
+              out.counts = st.sent.to_report(st.rejected);
+              return pack(wire::kind::control, wire::encode(st.ctx, out));
+            },
+            m);
+      },
+  };
+}
+
+}  // namespace degnn

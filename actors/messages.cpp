@@ -1,0 +1,33 @@
+// Registration of the actor protocol's types and the rendering of its errors.
+#include "actors/messages.hpp"
+
+namespace degnn {
+
+const char* to_string(actor_errc x) {
+  switch (x) {
+    case actor_errc::rejected:
+      return "rejected";
+    case actor_errc::not_ready:
+      return "not ready";
+    case actor_errc::peer_failed:
+      return "peer failed";
+    case actor_errc::internal:
+      return "failed";
+  }
+  return "unknown error";
+}
+
+void add_actor_types(caf::actor_system_config& cfg) {
+  cfg.add_message_types<caf::id_block::degnn>();
+  cfg.add_error_category(caf::atom("degnn"),
+                         [](std::uint8_t code, caf::atom_value, const caf::message& ctx) {
+                           std::string out = to_string(static_cast<actor_errc>(code));
+                           if (ctx.match_elements<std::string>())
+                             out += ": " + ctx.get_as<std::string>(0);
+                           else if (!ctx.empty())
+                             out += ": " + caf::to_string(ctx);
+                           return out;
+                         });
+}
+
+}  // namespace degnn

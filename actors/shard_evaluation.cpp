@@ -1,0 +1,144 @@
+// The shard's share of exact layer-wise evaluation (DESIGN.md section 2): h^(l) of every owned
+// node from h^(l-1), with the halo's rows pulled from their shards after each layer.
+#include <algorithm>
+#include <map>
+
+#include "actors/shard_internal.hpp"
+
+namespace degnn::shard_detail {
+
+namespace {
+
+// Full-neighbour block over every owned node: sources are the owned nodes, then the halo.
+block partition_block(const graph_partition& part) {
+  block b;
+  const node_id n = part.num_owned();
+  b.num_dst_nodes = n;
+  b.src_nodes = part.owned;
+  b.src_nodes.insert(b.src_nodes.end(), part.halo.begin(), part.halo.end());
+  b.indptr.assign(part.indptr.begin(), part.indptr.end());
+  b.indices.resize(part.src_global.size());
+  for (size_t e = 0; e < part.src_global.size(); ++e) {
+    if (part.src_local[e] >= 0) {
+      b.indices[e] = part.src_local[e];
+    } else {
+      const auto it = std::lower_bound(part.halo.begin(), part.halo.end(), part.src_global[e]);
+      b.indices[e] = n + static_cast<std::int32_t>(it - part.halo.begin());
+    }
+  }
+  b.src_degree.resize(b.src_nodes.size());
+  for (node_id l = 0; l < n; ++l)
+    b.src_degree[l] = static_cast<std::int32_t>(part.indptr[l + 1] - part.indptr[l]);
+  return b;
+}
+
+const Matrix& layer_rows(const shard_state& st, int layer) {
+  return layer == 0 ? st.part->features : st.eval_h.at(static_cast<size_t>(layer));
+}
+
+}  // namespace
+
+caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) {
+  auto& st = self->state;
+  const int layer = static_cast<int>(c.epoch);  // computes h^(layer) from h^(layer-1)
+  if (layer < 1 || layer > st.replica->num_layers())
+    return as_error(st, actor_errc::rejected, "evaluate: bad layer " + std::to_string(layer));
+  if (layer > 1 && st.eval_h.size() < static_cast<size_t>(layer))
+    return as_error(st, actor_errc::rejected, "evaluate: layers out of order");
+  const auto& part = *st.part;
+  std::map<int, std::vector<size_t>> remote;
+  for (size_t i = 0; i < part.halo.size(); ++i)
+    remote[part.halo_owner[i]].push_back(i);
+  std::vector<wire_request<shard_actor, halo_atom>> requests;
+  std::vector<std::vector<size_t>> positions;
+  for (auto& [owner, pos] : remote) {
+    wire::row_request req{
+        .h = {c.h.step, part.part}, .layer = static_cast<std::uint8_t>(layer - 1), .nodes = {}};
+    for (size_t i : pos)
+      req.nodes.push_back(part.halo[i]);
+    auto msg = pack(wire::kind::halo_request, wire::encode(st.ctx, req, wire::kind::halo_request));
+    count(st, owner, msg);
+    requests.push_back({st.shards[static_cast<size_t>(owner)], std::move(msg)});
+    positions.push_back(std::move(pos));
+  }
+  auto rp = self->make_response_promise<wire_message>();
+  gather(
+      self, halo_atom_v, std::move(requests), st.settings.timeout,
+      [self, rp, layer, step = c.h.step,
+       positions = std::move(positions)](std::vector<wire_message>& replies) mutable {
+        auto& st = self->state;
+        const auto& part = *st.part;
+        try {
+          const Matrix& own = layer_rows(st, layer - 1);
+          const node_id n = part.num_owned();
+          block b = partition_block(part);
+          Matrix h_src(static_cast<Eigen::Index>(b.src_nodes.size()), own.cols());
+          h_src.topRows(n) = own;
+          for (size_t r = 0; r < replies.size(); ++r) {
+            const auto res = wire::decode_row_block(st.ctx, replies[r].bytes);
+            if (static_cast<size_t>(res.rows.rows()) != positions[r].size() ||
+                res.rows.cols() != own.cols() || res.degrees.size() != positions[r].size()) {
+              throw wire::wire_error("halo_response has the wrong shape");
+            }
+            for (size_t k = 0; k < positions[r].size(); ++k) {
+              h_src.row(n + static_cast<Eigen::Index>(positions[r][k])) =
+                  res.rows.row(static_cast<Eigen::Index>(k));
+              b.src_degree[n + positions[r][k]] = res.degrees[k];
+            }
+          }
+          if (st.eval_h.size() <= static_cast<size_t>(layer))
+            st.eval_h.resize(static_cast<size_t>(layer) + 1);
+          st.eval_h[static_cast<size_t>(layer)] = st.replica->layer_forward(layer - 1, b, h_src);
+          wire::control out{.h = {step, part.part}, .what = wire::control_kind::result};
+          if (layer == st.replica->num_layers()) {
+            // Accuracy counts: correct and total for train, valid, test.
+            const Matrix& logits = st.eval_h[static_cast<size_t>(layer)];
+            for (const auto* split : {&part.train, &part.valid, &part.test}) {
+              std::uint64_t correct = 0;
+              for (node_id l : *split) {
+                Eigen::Index best = 0;
+                logits.row(l).maxCoeff(&best);
+                correct += best == part.labels[l];
+              }
+              out.counts.push_back(correct);
+              out.counts.push_back(split->size());
+            }
+          }
+          auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));
+          count(st, kCoordinatorPart, msg);
+          rp.deliver(std::move(msg));
+        } catch (const std::exception& e) {
+          ++st.rejected;
+          rp.deliver(as_error(st, actor_errc::rejected, std::string("evaluate: ") + e.what()));
+        }
+      },
+      [self, rp](const caf::error& err) mutable {
+        rp.deliver(as_error(self->state, actor_errc::peer_failed,
+                            "halo request failed: " + caf::to_string(err)));
+      });
+  return rp;
+}
+
+wire_message serve_halo(shard_state& st, const wire_message& m) {
+  const auto req = wire::decode_row_request(st.ctx, m.bytes);
+  if (req.layer >= std::max<size_t>(1, st.eval_h.size()))
+    throw wire::wire_error("halo_request for a layer not computed yet");
+  const Matrix& rows = layer_rows(st, req.layer);
+  wire::row_block res;
+  res.h = {req.h.step, st.part->part};
+  res.rows.resize(static_cast<Eigen::Index>(req.nodes.size()), rows.cols());
+  for (size_t i = 0; i < req.nodes.size(); ++i) {
+    const node_id g = req.nodes[i];
+    if (g < 0 || g >= st.book->num_nodes() || st.book->owner(g) != st.part->part) {
+      throw wire::wire_error("halo_request names node " + std::to_string(g) + ", not owned here");
+    }
+    const node_id l = st.book->local_id(g);
+    res.rows.row(static_cast<Eigen::Index>(i)) = rows.row(l);
+    res.degrees.push_back(static_cast<std::int32_t>(st.part->indptr[l + 1] - st.part->indptr[l]));
+  }
+  auto msg = pack(wire::kind::halo_response, wire::encode(st.ctx, res, wire::kind::halo_response));
+  count(st, req.h.sender, msg);
+  return msg;
+}
+
+}  // namespace degnn::shard_detail

@@ -1,0 +1,58 @@
+// Internals shared by the shard actor's source files (pulls and dispatch, evaluation, the
+// decentralized step). Not part of the actor protocol.
+#pragma once
+
+#include <string>
+
+#include "actors/gather.hpp"
+#include "actors/shard_actor.hpp"
+
+namespace degnn::shard_detail {
+
+using self_ptr = shard_actor::stateful_pointer<shard_state>;
+using promise = caf::typed_response_promise<wire_message>;
+
+inline wire_message pack(wire::kind k, wire::bytes b) {
+  return {static_cast<std::uint16_t>(k), std::move(b)};
+}
+
+inline caf::error as_error(const shard_state& st, actor_errc code, const std::string& what) {
+  return actor_error(code, "shard " + std::to_string(st.part->part) + ": " + what);
+}
+
+/// Counts a message this actor sends, when it leaves the node.
+inline void count(shard_state& st, int to_part, const wire_message& m) {
+  if (to_part != st.part->part) st.sent.add(static_cast<wire::kind>(m.kind), m.bytes.size());
+}
+
+inline wire_message result_message(shard_state& st, std::uint64_t step) {
+  wire::control out{.h = {step, st.part->part}, .what = wire::control_kind::result};
+  return pack(wire::kind::control, wire::encode(st.ctx, out));
+}
+
+// -- evaluation (shard_evaluation.cpp) --
+
+/// Computes h^(layer) of every owned node from h^(layer - 1), pulling the halo's rows; at the
+/// last layer the reply holds the accuracy counts (correct, total for train, valid, test).
+caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c);
+/// Rows of h^(layer) of owned nodes (with their in-degrees) for a peer's evaluation.
+wire_message serve_halo(shard_state& st, const wire_message& m);
+
+// -- decentralized step (shard_push.cpp) --
+
+/// Collects a step's pushes; once every part's is in, computes them (fused) and answers each
+/// with its targets' partial sums.
+caf::result<wire_message> serve_push(self_ptr self, const wire_message& m);
+/// Keeps a push's partial-sum gradients until the step's gradient phase.
+wire_message serve_gradient_return(shard_state& st, const wire_message& m);
+/// The gradient phase of every step up to c.h.step: back-propagates the kept gradients in sender
+/// order, commits the steps' history rows to the embedding store, and replies this replica's
+/// gradient.
+caf::result<wire_message> gradient_phase(self_ptr self, const wire::control& c);
+/// Puts the last evaluation pass's rows into the embedding store as the initial history.
+caf::result<wire_message> init_history(self_ptr self, const wire::control& c);
+/// Brings the whole halo cache up to date: features the first time, then every history level
+/// (rows newer than the held version only). Run once before the first step.
+caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c);
+
+}  // namespace degnn::shard_detail

@@ -1,0 +1,474 @@
+// The shard's side of a decentralized (DEGNN) step. Every owner pushes every shard one
+// computation push per step; once a step's pushes are all in, the shard plans their sub-graphs
+// (CG fusion, model/push_plan.hpp), expands them locally (LAMP), pulls from the embedding stores
+// the historical rows of remote leaves older than the staleness bound, runs the local layers with
+// the step's weights and answers each push with its targets' partial sums. The gradients of those
+// sums come back and are applied in sender order at the step's gradient phase, which also commits
+// the step's rows to this partition's embedding store: both keep a run bit-deterministic whatever
+// order messages arrive in.
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "actors/shard_internal.hpp"
+#include "model/hashing.hpp"
+#include "model/quantizer.hpp"
+
+namespace degnn::shard_detail {
+
+namespace {
+
+/// Steps a shard holds at once: two are in flight in the pipelined schedule; more means pushes
+/// were lost or a peer misbehaves, and further pushes are refused rather than stored.
+constexpr std::size_t kMaxServedSteps = 4;
+
+int num_parts(const shard_state& st) {
+  return static_cast<int>(st.shards.size());
+}
+
+/// Width of a level's rows as this replica computes them (level 0: the features).
+Eigen::Index level_width(const shard_state& st, int level) {
+  return level == 0 ? st.part->features.cols() : st.replica->model().layer(level - 1).out_dim();
+}
+
+/// Width of the rows a push's answer carries: h^(top).
+Eigen::Index push_width(const shard_state& st) {
+  return level_width(st, st.settings.top_level());
+}
+
+std::vector<push_view> views_of(const served_step& s) {
+  std::vector<push_view> out;
+  out.reserve(s.pushes.size());
+  for (const auto& p : s.pushes)
+    out.push_back({p->push.rows, p->push.targets, p->push.counts, p->push.neighbors});
+  return out;
+}
+
+void fail_step(shard_state& st, served_step& s, const std::string& why) {
+  for (auto& p : s.pushes) {
+    if (p && p->rp.pending()) p->rp.deliver(as_error(st, actor_errc::internal, why));
+  }
+}
+
+void drop_step(shard_state& st, std::uint64_t step, const std::string& why) {
+  const auto it = st.served.find(step);
+  if (it == st.served.end()) return;
+  fail_step(st, it->second, why);
+  st.served.erase(it);
+}
+
+// Stores an owner's answer to `ask` in the halo cache; returns the number of rows received.
+size_t store_answer(shard_state& st, const wire::embedding_get& ask,
+                    const wire::embedding_rows& rows, std::uint64_t step) {
+  if (rows.layer != ask.layer) throw wire::wire_error("embedding_rows for another level");
+  if (rows.nodes.size() > ask.nodes.size()) {
+    throw wire::wire_error("embedding_rows has " + std::to_string(rows.nodes.size()) + " rows, " +
+                           std::to_string(ask.nodes.size()) + " asked");
+  }
+  if (static_cast<Eigen::Index>(rows.cols) != level_width(st, ask.layer))
+    throw wire::wire_error("embedding_rows of the wrong width");
+  const Matrix values = quantizer(static_cast<int>(rows.cols), rows.bits)
+                            .decode(rows.payload, rows.row_min, rows.row_scale);
+  st.halo.store(ask.layer, ask.nodes, rows.nodes, rows.versions, values, step);
+  return rows.nodes.size();
+}
+
+// Forward of the step's sub-graphs (their leaves are current) and one answer per push.
+void finish_step(self_ptr self, std::uint64_t step) {
+  auto& st = self->state;
+  const auto it = st.served.find(step);
+  if (it == st.served.end()) return;
+  served_step& s = it->second;
+  if (s.computed || s.received != num_parts(st)) return;  // a late callback of a replaced step
+  stage_timer timer(st.stages, stage::forward, step);
+  try {
+    const size_t n = s.graphs.size();
+    s.states.resize(n);
+    s.outs.resize(n);
+    s.pre.resize(n);
+    const std::uint64_t dropout_seed = mix64(st.settings.seed ^ mix64(step));
+    for (size_t g = 0; g < n; ++g) {
+      s.outs[g] = forward_local_cg(st.replica->model(), s.graphs[g], st.part->features,
+                                   st.halo.leaf_rows(s.graphs[g]), true, dropout_seed, s.states[g],
+                                   &s.pre[g]);
+      ++st.work.graphs;
+      for (const block& b : s.graphs[g].blocks) {
+        st.work.nodes += static_cast<std::uint64_t>(b.num_dst());
+        st.work.edges += b.indices.size();
+        ++st.work.kernel_calls;
+      }
+    }
+    const Eigen::Index width = push_width(st);
+    s.computed = true;
+    const auto views = views_of(s);
+    for (size_t q = 0; q < s.pushes.size(); ++q) {
+      served_push& p = *s.pushes[q];
+      wire::partial_aggregate res{.h = {step, st.part->part}, .counts = p.push.counts};
+      gather_partial_sums(s.plan, q, views[q], s.outs, width, res.sums, res.own_rows);
+      auto msg = pack(wire::kind::partial_aggregate, wire::encode(st.ctx, res));
+      count(st, static_cast<int>(q), msg);
+      p.rp.deliver(std::move(msg));
+    }
+  } catch (const std::exception& e) {
+    ++st.rejected;
+    drop_step(st, step, "step " + std::to_string(step) + ": " + e.what());
+  }
+}
+
+// All pushes of the step are in: plan the sub-graphs, expand them, pull the history rows they
+// read that are older than the staleness bound, then finish with the step's weights.
+void compute_step(self_ptr self, std::uint64_t step) {
+  auto& st = self->state;
+  served_step& s = st.served.at(step);
+  const auto& part = *st.part;
+  const int top = st.settings.top_level();
+  stage_timer expanding(st.stages, stage::expand, step);
+  try {
+    s.plan = plan_pushes(views_of(s), static_cast<fusion_level>(st.settings.fusion), st.scratch);
+    s.graphs.clear();
+    for (const auto& targets : s.plan.graphs) {
+      s.graphs.push_back(expand_local(part, *st.book, targets, top, st.settings.fanouts,
+                                      st.settings.seed, step, st.scratch, st.settings.local_bias));
+    }
+    // Level 0 leaves read features (pulled once); higher levels read history, pulled when the
+    // cached row was last confirmed `staleness` or more steps ago.
+    for (const auto& cg : s.graphs) {
+      if (!cg.remote_leaves.empty() && !cg.remote_leaves[0].empty() && !st.halo_features_loaded)
+        throw wire::wire_error("halo features not loaded (history not initialised)");
+    }
+    std::map<std::pair<int, int>, wire::embedding_get> gets;  // (owner, level)
+    std::vector<std::vector<char>> asked(static_cast<size_t>(std::max(top, 1)));
+    for (const auto& cg : s.graphs) {
+      for (int k = 1; k < top; ++k) {
+        const auto ku = static_cast<size_t>(k);
+        if (!st.halo.has_level(k))
+          throw wire::wire_error("no halo history at level " + std::to_string(k));
+        if (asked[ku].empty()) asked[ku].assign(part.halo.size(), 0);
+        for (node_id u : cg.remote_leaves[ku]) {
+          const size_t i = st.halo.index(u);
+          if (asked[ku][i] || st.halo.fresh(k, i, step, st.settings.staleness)) continue;
+          asked[ku][i] = 1;
+          auto& req = gets[{part.halo_owner[i], k}];
+          req.nodes.push_back(u);
+          req.held.push_back(st.halo.version(k, i));
+        }
+      }
+    }
+    expanding.end();
+    if (gets.empty()) {
+      st.weights.when_ready(step, st.stages, [self, step] { finish_step(self, step); });
+      return;
+    }
+    std::vector<wire_request<store_actor, get_atom>> requests;
+    std::vector<wire::embedding_get> asks;
+    for (auto& [key, req] : gets) {
+      req.h = {step, part.part};
+      req.layer = static_cast<std::uint8_t>(key.second);
+      auto msg = pack(wire::kind::embedding_get, wire::encode(st.ctx, req));
+      count(st, key.first, msg);
+      requests.push_back({st.stores[static_cast<size_t>(key.first)], std::move(msg)});
+      asks.push_back(std::move(req));
+    }
+    gather(
+        self, get_atom_v, std::move(requests), st.settings.timeout,
+        [self, step, asks = std::move(asks),
+         asked_at = stage_log::now_us()](std::vector<wire_message>& replies) {
+          auto& st = self->state;
+          st.stages.add(stage::history_pull, step, asked_at, stage_log::now_us());
+          try {
+            for (size_t r = 0; r < replies.size(); ++r) {
+              const auto rows = wire::decode_embedding_rows(st.ctx, replies[r].bytes);
+              st.work.rows_pulled += store_answer(st, asks[r], rows, step);
+            }
+          } catch (const std::exception& e) {
+            ++st.rejected;
+            drop_step(st, step, std::string("history pull: ") + e.what());
+            return;
+          }
+          st.weights.when_ready(step, st.stages, [self, step] { finish_step(self, step); });
+        },
+        [self, step](const caf::error& err) {
+          drop_step(self->state, step, "history pull failed: " + caf::to_string(err));
+        });
+  } catch (const std::exception& e) {
+    ++st.rejected;
+    drop_step(st, step, "step " + std::to_string(step) + ": " + e.what());
+  }
+}
+
+// History write-back of one step: every owned node computed below the top level, at version
+// step + 1 (0 is the initial inference); a node computed in several sub-graphs keeps the last.
+std::vector<wire::embedding_rows> history_rows(const shard_state& st, const served_step& s,
+                                               std::uint64_t step, int levels) {
+  std::vector<wire::embedding_rows> out;
+  for (int level = 1; level <= levels; ++level) {
+    std::vector<node_id> nodes;
+    std::vector<const float*> rows;
+    std::map<node_id, size_t> at;
+    const auto cols = static_cast<std::uint32_t>(level_width(st, level));
+    for (size_t g = 0; g < s.graphs.size(); ++g) {
+      const local_cg& cg = s.graphs[g];
+      if (level + 1 > cg.top_level) continue;
+      const block& b = cg.blocks[static_cast<size_t>(level - 1)];
+      const Matrix& values = s.pre[g][static_cast<size_t>(level - 1)];
+      for (std::int32_t i = 0; i < b.num_dst(); ++i) {
+        const node_id u = b.src_nodes[static_cast<size_t>(i)];
+        const auto [it, fresh] = at.try_emplace(u, nodes.size());
+        if (fresh) {
+          nodes.push_back(u);
+          rows.push_back(values.row(i).data());
+        } else {
+          rows[it->second] = values.row(i).data();
+        }
+      }
+    }
+    wire::embedding_rows put{.h = {step, st.part->part},
+                             .layer = static_cast<std::uint8_t>(level),
+                             .bits = 32,
+                             .nodes = std::move(nodes),
+                             .versions = {},
+                             .cols = cols};
+    put.versions.assign(put.nodes.size(), step + 1);
+    put.payload.resize(rows.size() * cols * sizeof(float));
+    for (size_t r = 0; r < rows.size(); ++r)
+      std::memcpy(put.payload.data() + r * cols * sizeof(float), rows[r], cols * sizeof(float));
+    out.push_back(std::move(put));
+  }
+  return out;
+}
+
+// Back-propagates one computed step's returned gradients in sender order; returns its history.
+std::vector<wire::embedding_rows> backward_step(shard_state& st, std::uint64_t step,
+                                                served_step& s) {
+  stage_timer timer(st.stages, stage::backward, step);
+  const auto views = views_of(s);
+  std::vector<const Matrix*> grads, own_grads;
+  for (size_t q = 0; q < s.pushes.size(); ++q) {
+    const served_push& p = *s.pushes[q];
+    if (!p.grad)
+      throw wire::wire_error("step " + std::to_string(step) + ": part " + std::to_string(q) +
+                             " returned no gradient");
+    grads.push_back(&p.grad->grads);
+    own_grads.push_back(&p.grad->own_grads);
+  }
+  auto per_graph = scatter_gradients(s.plan, views, grads, own_grads, push_width(st));
+  for (size_t g = 0; g < per_graph.size(); ++g) {
+    if (s.graphs[g].top_level > 0)
+      backward_local_cg(st.replica->model(), s.graphs[g], s.states[g], std::move(per_graph[g]));
+  }
+  return history_rows(st, s, step, st.settings.top_level() - 1);
+}
+
+}  // namespace
+
+caf::result<wire_message> serve_push(self_ptr self, const wire_message& m) {
+  auto& st = self->state;
+  auto push = wire::decode_computation_push(st.ctx, m.bytes);
+  const auto& part = *st.part;
+  const auto& book = *st.book;
+  const std::uint64_t step = push.h.step;
+  if (push.layer != st.settings.top_level())
+    throw wire::wire_error("computation_push for layer " + std::to_string(push.layer));
+  if (push.h.sender < 0 || push.h.sender >= num_parts(st))
+    throw wire::wire_error("computation_push from unknown part " + std::to_string(push.h.sender));
+  for (const auto* list : {&push.neighbors, &push.rows}) {
+    for (node_id u : *list) {
+      if (u >= book.num_nodes() || book.owner(u) != part.part) {
+        throw wire::wire_error("computation_push names node " + std::to_string(u) +
+                               ", not owned here");
+      }
+    }
+  }
+  // The weights a push names act as its sequence number: at most one apply ahead of this
+  // replica (the previous step's all-reduce may be under way), never behind it.
+  const std::uint64_t applied = st.weights.applied();
+  if (push.applies < applied || push.applies > applied + 1) {
+    throw wire::wire_error("computation_push for step " + std::to_string(step) + " names weights " +
+                           std::to_string(push.applies) + ", this replica has applied " +
+                           std::to_string(applied));
+  }
+  if (!st.served.count(step) && st.served.size() >= kMaxServedSteps) {
+    throw wire::wire_error("computation_push for step " + std::to_string(step) + ": " +
+                           std::to_string(kMaxServedSteps) + " steps already held");
+  }
+  served_step& s = st.served[step];
+  if (s.pushes.empty()) s.pushes.resize(static_cast<size_t>(num_parts(st)));
+  auto& slot = s.pushes[static_cast<size_t>(push.h.sender)];
+  if (slot || s.computed) {
+    throw wire::wire_error("a second computation_push from part " + std::to_string(push.h.sender) +
+                           " for step " + std::to_string(step));
+  }
+  // Every push of a step names the same weights; the shard computes with those.
+  if (!st.weights.need(step, push.applies)) {
+    throw wire::wire_error("computation_push from part " + std::to_string(push.h.sender) +
+                           " needs " + std::to_string(push.applies) +
+                           " applied gradients, another push of step " + std::to_string(step) +
+                           " said " + std::to_string(*st.weights.needed(step)));
+  }
+  auto rp = self->make_response_promise<wire_message>();
+  slot = served_push{.push = std::move(push), .rp = rp};
+  if (++s.received == num_parts(st)) compute_step(self, step);
+  return rp;
+}
+
+wire_message serve_gradient_return(shard_state& st, const wire_message& m) {
+  auto g = wire::decode_gradient_return(st.ctx, m.bytes);
+  const auto it = st.served.find(g.h.step);
+  if (it == st.served.end() || !it->second.computed || g.h.sender < 0 ||
+      static_cast<size_t>(g.h.sender) >= it->second.pushes.size()) {
+    throw wire::wire_error("gradient_return for a push this shard does not hold");
+  }
+  served_push& p = *it->second.pushes[static_cast<size_t>(g.h.sender)];
+  if (p.grad) throw wire::wire_error("a second gradient_return for one push");
+  if (g.grads.rows() != static_cast<Eigen::Index>(p.push.targets.size()))
+    throw wire::wire_error("gradient_return has the wrong row count");
+  if (g.own_grads.rows() != static_cast<Eigen::Index>(p.push.rows.size()))
+    throw wire::wire_error("gradient_return has the wrong number of own-row gradients");
+  // The width must be that of the rows this shard returned, or backward reads out of bounds.
+  const Eigen::Index width = push_width(st);
+  if ((g.grads.rows() > 0 && g.grads.cols() != width) ||
+      (g.own_grads.rows() > 0 && g.own_grads.cols() != width)) {
+    throw wire::wire_error("gradient_return has the wrong width");
+  }
+  p.grad = std::move(g);
+  auto msg = result_message(st, it->first);
+  count(st, p.grad->h.sender, msg);
+  return msg;
+}
+
+caf::result<wire_message> gradient_phase(self_ptr self, const wire::control& c) {
+  auto& st = self->state;
+  const std::uint64_t upto = c.h.step;
+  st.weights.forget_upto(upto);
+  std::vector<wire_request<store_actor, put_atom>> puts;
+  const int me = st.part->part;
+  while (!st.served.empty() && st.served.begin()->first <= upto) {
+    const std::uint64_t step = st.served.begin()->first;
+    served_step& s = st.served.begin()->second;
+    if (!s.computed) {
+      fail_step(st, s, "step " + std::to_string(step) + " ended before every push arrived");
+      st.served.erase(st.served.begin());
+      if (step == upto)
+        throw wire::wire_error("gradient asked for a step whose pushes are missing");
+      continue;
+    }
+    std::vector<wire::embedding_rows> history;
+    try {
+      history = backward_step(st, step, s);
+    } catch (...) {
+      st.served.erase(st.served.begin());
+      throw;
+    }
+    st.served.erase(st.served.begin());
+    if (!st.halo_features_loaded) continue;  // history is kept from its initialisation on
+    for (const auto& rows : history)
+      puts.push_back({st.stores[static_cast<size_t>(me)],
+                      pack(wire::kind::embedding_rows, wire::encode(st.ctx, rows))});
+  }
+  wire::allreduce_chunk out{.h = {upto, me}, .values = st.replica->gradient()};
+  auto reply = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
+  auto rp = self->make_response_promise<wire_message>();
+  // The gradient goes back once the store holds the step's rows: the owner pushes the next
+  // step only then, so every history read of the next step follows this commit.
+  gather(
+      self, put_atom_v, std::move(puts), st.settings.timeout,
+      [rp, reply = std::move(reply)](std::vector<wire_message>&) mutable {
+        rp.deliver(std::move(reply));
+      },
+      [self, rp](const caf::error& err) mutable {
+        rp.deliver(as_error(self->state, actor_errc::peer_failed,
+                            "history commit failed: " + caf::to_string(err)));
+      });
+  return rp;
+}
+
+caf::result<wire_message> init_history(self_ptr self, const wire::control& c) {
+  auto& st = self->state;
+  const int top = st.settings.top_level();
+  std::vector<wire_request<store_actor, put_atom>> puts;
+  for (int level = 1; level < top; ++level) {
+    const auto l = static_cast<size_t>(level);
+    if (st.eval_h.size() <= l || st.eval_h[l].rows() != st.part->num_owned())
+      throw wire::wire_error("init_history needs an evaluation pass first");
+    const Matrix& rows = st.eval_h[l];
+    wire::embedding_rows put{.h = {c.h.step, st.part->part},
+                             .layer = static_cast<std::uint8_t>(level),
+                             .bits = 32,
+                             .nodes = st.part->owned,
+                             .versions = {},
+                             .cols = static_cast<std::uint32_t>(rows.cols())};
+    put.versions.assign(put.nodes.size(), 0);
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(rows.data());
+    put.payload.assign(bytes, bytes + rows.size() * sizeof(float));
+    puts.push_back({st.stores[static_cast<size_t>(st.part->part)],
+                    pack(wire::kind::embedding_rows, wire::encode(st.ctx, put))});
+  }
+  auto reply = result_message(st, c.h.step);
+  count(st, kCoordinatorPart, reply);
+  auto rp = self->make_response_promise<wire_message>();
+  gather(
+      self, put_atom_v, std::move(puts), st.settings.timeout,
+      [rp, reply = std::move(reply)](std::vector<wire_message>&) mutable {
+        rp.deliver(std::move(reply));
+      },
+      [self, rp](const caf::error& err) mutable {
+        rp.deliver(as_error(self->state, actor_errc::peer_failed,
+                            "history initialisation failed: " + caf::to_string(err)));
+      });
+  return rp;
+}
+
+caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
+  auto& st = self->state;
+  const auto& part = *st.part;
+  const int top = st.settings.top_level();
+  std::vector<Eigen::Index> widths;
+  for (int k = 0; k < std::max(top, 1); ++k)
+    widths.push_back(level_width(st, k));
+  st.halo.ensure_levels(widths);
+  std::map<int, std::vector<size_t>> by_owner;
+  for (size_t i = 0; i < part.halo.size(); ++i)
+    by_owner[part.halo_owner[i]].push_back(i);
+  std::vector<wire_request<store_actor, get_atom>> requests;
+  std::vector<wire::embedding_get> asks;
+  for (int level = st.halo_features_loaded ? 1 : 0; level < top; ++level) {
+    for (auto& [q, pos] : by_owner) {
+      // Features never change; history rows come back only when newer than the held version.
+      wire::embedding_get req{.h = {c.h.step, part.part},
+                              .layer = static_cast<std::uint8_t>(level)};
+      for (size_t i : pos) {
+        req.nodes.push_back(part.halo[i]);
+        if (level > 0) req.held.push_back(st.halo.version(level, i));
+      }
+      auto msg = pack(wire::kind::embedding_get, wire::encode(st.ctx, req));
+      count(st, q, msg);
+      requests.push_back({st.stores[static_cast<size_t>(q)], std::move(msg)});
+      asks.push_back(std::move(req));
+    }
+  }
+  auto rp = self->make_response_promise<wire_message>();
+  gather(
+      self, get_atom_v, std::move(requests), st.settings.timeout,
+      [self, rp, asks = std::move(asks),
+       step = c.h.step](std::vector<wire_message>& replies) mutable {
+        auto& st = self->state;
+        try {
+          for (size_t r = 0; r < replies.size(); ++r)
+            store_answer(st, asks[r], wire::decode_embedding_rows(st.ctx, replies[r].bytes), step);
+          st.halo_features_loaded = true;
+          auto msg = result_message(st, step);
+          count(st, kCoordinatorPart, msg);
+          rp.deliver(std::move(msg));
+        } catch (const std::exception& e) {
+          ++st.rejected;
+          rp.deliver(as_error(st, actor_errc::rejected, std::string("halo refresh: ") + e.what()));
+        }
+      },
+      [self, rp](const caf::error& err) mutable {
+        rp.deliver(as_error(self->state, actor_errc::peer_failed,
+                            "halo refresh failed: " + caf::to_string(err)));
+      });
+  return rp;
+}
+
+}  // namespace degnn::shard_detail

@@ -1,0 +1,32 @@
+// The settings of one worker's actors (its batch actor, shard and embedding store), derived by
+// the runtime from the training settings; every worker of a run has the same.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+namespace degnn {
+
+struct worker_settings {
+  bool decentralized = false;        ///< computation push (DEGNN) instead of pulling (DistDGL)
+  std::vector<int> fanouts{10, 25};  ///< seed-first
+  std::int32_t batch_size = 1024;
+  std::uint64_t seed = 1;                    ///< sampling, batching and dropout
+  std::chrono::milliseconds timeout{60000};  ///< every request's limit
+  int history_bits = 8;                      ///< 32 (off), 16, 8, 4 or 2 bits per historical value
+  bool stochastic_rounding = false;
+  /// A halo row used at step t was confirmed current by its owner at a step > t - staleness.
+  int staleness = 1;
+  int fusion = 2;           ///< CG fusion level (model/push_plan.hpp): 2, 1 or 0
+  double local_bias = 1.0;  ///< see expand_local: remote share of a local expansion's fanout
+  bool trace = false;       ///< keep every stage span for a trace file
+
+  /// The level the shards' partial sums are at: h^(top) of the neighbours, top = layers - 1.
+  int top_level() const { return static_cast<int>(fanouts.size()) - 1; }
+};
+
+/// Partition 0's node runs the coordinator: replies to it from other parts count as traffic.
+inline constexpr int kCoordinatorPart = 0;
+
+}  // namespace degnn

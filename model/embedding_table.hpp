@@ -1,0 +1,63 @@
+// The storage of one partition's historical embeddings (DESIGN.md section 7): per level, every
+// owned node's last committed row kept quantized (the quantizer's codes with a per-row min and
+// scale) and the version (step + 1 of the step that computed it; 0: the initial exact pass).
+// The embedding-store actor wraps it; readers get the codes as they are stored.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/quantizer.hpp"
+#include "model/tensor.hpp"
+
+namespace degnn {
+
+/// Quantized rows of one level, as they travel (model/quantizer.hpp layout).
+struct quantized_rows {
+  int bits = 32;
+  int cols = 0;
+  std::vector<std::uint8_t> codes;
+  std::vector<float> row_min, row_scale;  ///< empty at 32 bits
+  std::vector<std::uint64_t> versions;
+};
+
+class embedding_table {
+ public:
+  /// rows: owned nodes; widths[k]: the width of level k + 1 (level 0, the features, is not held
+  /// here). Every level starts empty: init or put fills it.
+  embedding_table(std::int64_t rows, std::vector<int> widths, int bits, rounding r);
+
+  /// Levels 1 .. num_levels() are held.
+  int num_levels() const { return static_cast<int>(levels_.size()); }
+  int bits() const { return bits_; }
+  bool holds(int level) const;
+  int width(int level) const;
+
+  /// Replaces every row of `level` with values (rows, width), all at version `version`.
+  void init(int level, const Matrix& values, std::uint64_t version);
+  /// Commits values.row(i) as the row of local node local[i] at `version`. seed keys stochastic
+  /// rounding. Throws std::invalid_argument for a level not held, ids out of range or a shape.
+  void put(int level, std::span<const node_id> local, const Matrix& values, std::uint64_t version,
+           std::uint64_t seed);
+  std::uint64_t version(int level, node_id local) const;
+  /// Appends the stored codes of local node `local` to out (with its min, scale and version).
+  void append_row(int level, node_id local, quantized_rows& out) const;
+
+ private:
+  struct level_rows {
+    quantizer codec;
+    std::vector<std::uint8_t> codes;
+    std::vector<float> row_min, row_scale;
+    std::vector<std::uint64_t> version;
+    bool filled = false;
+  };
+  const level_rows& at(int level) const;
+  level_rows& at(int level);
+
+  std::int64_t rows_;
+  int bits_;
+  std::vector<level_rows> levels_;
+};
+
+}  // namespace degnn

@@ -1,0 +1,57 @@
+// The reader side of the historical embeddings (DESIGN.md section 7): the rows of a shard's halo
+// (remote in-neighbours) it last pulled, per level, with the version each row has and the step
+// its owner last confirmed it at, so that a step pulls only rows older than the staleness bound.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/local_cg.hpp"
+#include "model/tensor.hpp"
+
+namespace degnn {
+
+class halo_cache {
+ public:
+  /// Version of a row never received.
+  static constexpr std::uint64_t kNoVersion = ~std::uint64_t{0};
+
+  /// halo: the partition's remote in-neighbours, sorted and unique (graph_partition::halo).
+  explicit halo_cache(std::vector<node_id> halo = {}) : halo_(std::move(halo)) {}
+
+  /// Makes levels 0 .. widths.size() - 1 hold every halo row at those widths (level 0: the input
+  /// features). A level that already has its width keeps what it holds.
+  void ensure_levels(std::span<const Eigen::Index> widths);
+  std::size_t num_levels() const { return rows_.size(); }
+  const std::vector<node_id>& halo() const { return halo_; }
+
+  /// Row of global node g; throws std::invalid_argument when g is not in the halo.
+  std::size_t index(node_id g) const;
+  /// Whether level holds rows at all (ensure_levels ran for it).
+  bool has_level(int level) const;
+  /// Whether row i of level may be used at `step` without asking its owner: confirmed current at
+  /// a step later than step - staleness.
+  bool fresh(int level, std::size_t i, std::uint64_t step, int staleness) const;
+  std::uint64_t version(int level, std::size_t i) const;
+
+  /// Stores an owner's answer to a read of `asked` (all of level `level`, in the order asked):
+  /// `nodes` (a sub-sequence of asked, in the same order) came back with their versions and
+  /// values; every asked row is confirmed current at `step`, as rows not sent are unchanged.
+  /// Throws std::invalid_argument, leaving the cache unchanged, when nodes is not such a
+  /// sub-sequence, a version is kNoVersion, or the values have the wrong shape.
+  void store(int level, std::span<const node_id> asked, std::span<const node_id> nodes,
+             std::span<const std::uint64_t> versions, const Matrix& values, std::uint64_t step);
+
+  /// Per level k of cg: (remote_leaves[k].size(), width of k) rows of its remote leaves.
+  /// Throws std::invalid_argument when a level it needs is not there.
+  std::vector<Matrix> leaf_rows(const local_cg& cg) const;
+
+ private:
+  std::vector<node_id> halo_;
+  std::vector<Matrix> rows_;                          ///< per level: (halo, width)
+  std::vector<std::vector<std::uint64_t>> version_;   ///< per level, per row
+  std::vector<std::vector<std::int64_t>> confirmed_;  ///< per level, per row: step, -1 never
+};
+
+}  // namespace degnn
