@@ -29,6 +29,10 @@ inline void count(batch_state& st, int to_part, const wire_message& m) {
 /// part has no training nodes.
 const std::vector<node_id>& seeds_of(batch_state& st, std::uint32_t epoch, std::uint64_t index);
 
+/// Centralized step (batch_centralized_step.cpp): sample hop by hop, pull features, train the
+/// replica; replies with the gradient and the step statistics.
+caf::result<wire_message> start_centralized_step(self_ptr self, const wire::control& c);
+
 /// Decentralized owner step (batch_owner_step.cpp): sample the seeds' neighbours, push to their
 /// owners, top layer, loss, gradients back; replies with the step statistics once every shard
 /// took its gradients.

@@ -49,6 +49,15 @@ wire_message serve_gradient_return(shard_state& st, const wire_message& m);
 /// order, commits the steps' history rows to the embedding store, and replies this replica's
 /// gradient.
 caf::result<wire_message> gradient_phase(self_ptr self, const wire::control& c);
+/// Width of a level's rows as this replica computes them (level 0: the features).
+Eigen::Index level_width(const shard_state& st, int level);
+/// Stores an owner's answer to `ask` in the halo cache; returns the number of rows received.
+/// Throws wire::wire_error (or std::invalid_argument) for an answer that does not fit the ask.
+size_t store_answer(shard_state& st, const wire::embedding_get& ask,
+                    const wire::embedding_rows& rows, std::uint64_t step);
+
+// -- history set-up (shard_history.cpp) --
+
 /// Puts the last evaluation pass's rows into the embedding store as the initial history.
 caf::result<wire_message> init_history(self_ptr self, const wire::control& c);
 /// Brings the whole halo cache up to date: features the first time, then every history level

@@ -1,0 +1,244 @@
+// The batch owner's centralized (DistDGL-style) step: sample the batch hop by hop, asking each
+// remote shard once per hop, pull the remote input features, train the replica on the batch and
+// return its gradient for the all-reduce.
+#include <map>
+
+#include "actors/batch_internal.hpp"
+#include "model/block_builder.hpp"
+#include "model/sampler.hpp"
+
+namespace degnn::batch_detail {
+
+namespace {
+
+// One mini-batch in flight: blocks fill in from the seeds outwards, one hop per round trip.
+struct step_job {
+  std::uint64_t step = 0;
+  std::vector<node_id> seeds;
+  std::vector<block> blocks;
+  std::vector<node_id> frontier;
+  size_t hop = 0;
+  Matrix inputs;
+  promise rp;
+  std::int64_t began_us = 0;  ///< when the step started (sampling)
+};
+
+void finish_step(self_ptr self, std::shared_ptr<step_job> job);
+void run_features(self_ptr self, std::shared_ptr<step_job> job);
+
+void run_hop(self_ptr self, std::shared_ptr<step_job> job) {
+  auto& st = self->state;
+  const auto& part = *st.part;
+  const auto& book = *st.book;
+  const int me = part.part;
+  const int fanout = st.settings.fanouts[job->hop];
+  const auto& frontier = job->frontier;
+  auto rows = std::make_shared<std::vector<std::vector<node_id>>>(frontier.size());
+  std::map<int, std::vector<size_t>> remote;  // owner -> positions in the frontier
+  for (size_t i = 0; i < frontier.size(); ++i) {
+    const node_id g = frontier[i];
+    const int owner = book.owner(g);
+    if (owner != me) {
+      remote[owner].push_back(i);
+      continue;
+    }
+    const auto row = part.in_neighbors_global(book.local_id(g));
+    row_rng rng(row_seed(st.settings.seed, job->step, job->hop, g));
+    auto& out = (*rows)[i];
+    out.resize(row.size());
+    out.resize(static_cast<size_t>(pick_uniform(row, fanout, rng, out.data())));
+    st.degree[g] = static_cast<std::int32_t>(row.size());
+  }
+  std::vector<wire_request<shard_actor, sample_atom>> requests;
+  std::vector<std::vector<size_t>> positions;
+  for (auto& [owner, pos] : remote) {
+    wire::sample_request req{.h = {job->step, me},
+                             .layer = static_cast<std::uint8_t>(job->hop),
+                             .fanout = fanout,
+                             .seed = st.settings.seed,
+                             .nodes = {}};
+    req.nodes.reserve(pos.size());
+    for (size_t i : pos)
+      req.nodes.push_back(frontier[i]);
+    auto msg = pack(wire::kind::sample_request, wire::encode(st.ctx, req));
+    count(st, owner, msg);
+    requests.push_back({st.shards[static_cast<size_t>(owner)], std::move(msg)});
+    positions.push_back(std::move(pos));
+  }
+  gather(
+      self, sample_atom_v, std::move(requests), st.settings.timeout,
+      [self, job, rows, positions = std::move(positions)](std::vector<wire_message>& replies) {
+        auto& st = self->state;
+        try {
+          for (size_t r = 0; r < replies.size(); ++r) {
+            if (replies[r].kind != static_cast<std::uint16_t>(wire::kind::sample_response)) {
+              throw wire::wire_error("expected a sample_response");
+            }
+            const auto res = wire::decode_sample_response(st.ctx, replies[r].bytes);
+            if (res.counts.size() != positions[r].size())
+              throw wire::wire_error("sample_response has the wrong row count");
+            size_t at = 0;
+            for (size_t k = 0; k < positions[r].size(); ++k) {
+              const size_t i = positions[r][k];
+              (*rows)[i].assign(
+                  res.neighbors.begin() + static_cast<std::ptrdiff_t>(at),
+                  res.neighbors.begin() + static_cast<std::ptrdiff_t>(at + res.counts[k]));
+              at += static_cast<size_t>(res.counts[k]);
+              st.degree[job->frontier[i]] = res.degrees[k];
+            }
+          }
+          std::vector<std::int32_t> counts(rows->size());
+          std::vector<node_id> picks;
+          for (size_t i = 0; i < rows->size(); ++i) {
+            counts[i] = static_cast<std::int32_t>((*rows)[i].size());
+            picks.insert(picks.end(), (*rows)[i].begin(), (*rows)[i].end());
+          }
+          for (node_id u : picks) {
+            if (u < 0 || u >= st.book->num_nodes())
+              throw wire::wire_error("sampled node id out of range");
+          }
+          const size_t layers = st.settings.fanouts.size();
+          block& b = job->blocks[layers - 1 - job->hop];
+          b = assemble_block(job->frontier, counts, picks, st.scratch);
+          job->frontier = b.src_nodes;
+          if (++job->hop < layers) {
+            run_hop(self, job);
+          } else {
+            run_features(self, job);
+          }
+        } catch (const std::exception& e) {
+          ++st.rejected;
+          job->rp.deliver(as_error(st, actor_errc::rejected, std::string("sampling: ") + e.what()));
+        }
+      },
+      [self, job](const caf::error& err) {
+        job->rp.deliver(as_error(self->state, actor_errc::peer_failed,
+                                 "sampling request failed: " + caf::to_string(err)));
+      });
+}
+
+void run_features(self_ptr self, std::shared_ptr<step_job> job) {
+  auto& st = self->state;
+  st.stages.add(stage::sample, job->step, job->began_us, stage_log::now_us());
+  const auto& part = *st.part;
+  const auto& book = *st.book;
+  const int me = part.part;
+  const auto& inputs = job->blocks.front().src_nodes;
+  job->inputs.resize(static_cast<Eigen::Index>(inputs.size()), part.features.cols());
+  std::map<int, std::vector<size_t>> remote;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const node_id g = inputs[i];
+    const int owner = book.owner(g);
+    if (owner != me) {
+      remote[owner].push_back(i);
+      continue;
+    }
+    const node_id l = book.local_id(g);
+    job->inputs.row(static_cast<Eigen::Index>(i)) = part.features.row(l);
+    st.degree[g] = static_cast<std::int32_t>(part.indptr[l + 1] - part.indptr[l]);
+  }
+  std::vector<wire_request<shard_actor, feature_atom>> requests;
+  std::vector<std::vector<size_t>> positions;
+  for (auto& [owner, pos] : remote) {
+    wire::row_request req{.h = {job->step, me}, .layer = 0, .nodes = {}};
+    req.nodes.reserve(pos.size());
+    for (size_t i : pos)
+      req.nodes.push_back(inputs[i]);
+    auto msg =
+        pack(wire::kind::feature_request, wire::encode(st.ctx, req, wire::kind::feature_request));
+    count(st, owner, msg);
+    requests.push_back({st.shards[static_cast<size_t>(owner)], std::move(msg)});
+    positions.push_back(std::move(pos));
+  }
+  gather(
+      self, feature_atom_v, std::move(requests), st.settings.timeout,
+      [self, job, positions = std::move(positions),
+       pulled_from = stage_log::now_us()](std::vector<wire_message>& replies) {
+        auto& st = self->state;
+        st.stages.add(stage::feature_pull, job->step, pulled_from, stage_log::now_us());
+        try {
+          const auto& inputs = job->blocks.front().src_nodes;
+          for (size_t r = 0; r < replies.size(); ++r) {
+            if (replies[r].kind != static_cast<std::uint16_t>(wire::kind::feature_response)) {
+              throw wire::wire_error("expected a feature_response");
+            }
+            const auto res = wire::decode_row_block(st.ctx, replies[r].bytes);
+            if (static_cast<size_t>(res.rows.rows()) != positions[r].size() ||
+                res.rows.cols() != job->inputs.cols() ||
+                res.degrees.size() != positions[r].size()) {
+              throw wire::wire_error("feature_response has the wrong shape");
+            }
+            for (size_t k = 0; k < positions[r].size(); ++k) {
+              job->inputs.row(static_cast<Eigen::Index>(positions[r][k])) =
+                  res.rows.row(static_cast<Eigen::Index>(k));
+              st.degree[inputs[positions[r][k]]] = res.degrees[k];
+            }
+          }
+          finish_step(self, job);
+        } catch (const std::exception& e) {
+          ++st.rejected;
+          job->rp.deliver(
+              as_error(st, actor_errc::rejected, std::string("feature pull: ") + e.what()));
+        }
+      },
+      [self, job](const caf::error& err) {
+        job->rp.deliver(as_error(self->state, actor_errc::peer_failed,
+                                 "feature request failed: " + caf::to_string(err)));
+      });
+}
+
+void finish_step(self_ptr self, std::shared_ptr<step_job> job) {
+  auto& st = self->state;
+  stage_timer timer(st.stages, stage::compute, job->step);
+  for (auto& b : job->blocks) {
+    b.src_degree.resize(b.src_nodes.size());
+    for (size_t i = 0; i < b.src_nodes.size(); ++i)
+      b.src_degree[i] = st.degree[b.src_nodes[i]];
+  }
+  sampled_batch batch;
+  batch.blocks = std::move(job->blocks);
+  batch.output_nodes = job->seeds;
+  std::vector<std::int32_t> labels(job->seeds.size());
+  for (size_t i = 0; i < labels.size(); ++i)
+    labels[i] = st.part->labels[st.book->local_id(job->seeds[i])];
+  const step_stats s = st.replica->train_step(batch, job->inputs, labels,
+                                              mix64(st.settings.seed ^ mix64(job->step)));
+  wire::allreduce_chunk out{.h = {job->step, st.part->part},
+                            .round = 0,
+                            .offset = 0,
+                            .values = st.replica->gradient(),
+                            .loss = s.loss_sum,
+                            .seeds = s.seeds,
+                            .correct = s.correct};
+  auto msg = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
+  count(st, kCoordinatorPart, msg);
+  job->rp.deliver(std::move(msg));
+}
+
+// A step with no training nodes on this part still answers, with a zero gradient and no seeds,
+// so that every worker takes part in every all-reduce.
+wire_message empty_step(batch_state& st, std::uint64_t step) {
+  wire::allreduce_chunk out{.h = {step, st.part->part}, .round = 0, .offset = 0, .values = {}};
+  out.values.assign(st.replica->parameters().size(), 0.0f);
+  auto msg = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
+  count(st, kCoordinatorPart, msg);
+  return msg;
+}
+
+}  // namespace
+
+caf::result<wire_message> start_centralized_step(self_ptr self, const wire::control& c) {
+  auto& st = self->state;
+  if (st.train_global.empty()) return empty_step(st, c.h.step);
+  auto job = std::make_shared<step_job>();
+  job->step = c.h.step;
+  job->seeds = seeds_of(st, c.epoch, static_cast<std::uint64_t>(c.value));
+  job->frontier = job->seeds;
+  job->blocks.resize(st.settings.fanouts.size());
+  job->rp = self->make_response_promise<wire_message>();
+  job->began_us = stage_log::now_us();
+  run_hop(self, job);
+  return job->rp;
+}
+
+}  // namespace degnn::batch_detail

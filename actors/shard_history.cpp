@@ -1,0 +1,120 @@
+// The decentralized pipeline's history around the steps: the shard's initial history from the
+// exact evaluation pass, put into its embedding store, and the halo cache's first fill (features
+// once, then the history levels) from the other partitions' stores.
+#include <map>
+
+#include "actors/shard_internal.hpp"
+#include "model/quantizer.hpp"
+
+namespace degnn::shard_detail {
+
+Eigen::Index level_width(const shard_state& st, int level) {
+  return level == 0 ? st.part->features.cols() : st.replica->model().layer(level - 1).out_dim();
+}
+
+// Stores an owner's answer to `ask` in the halo cache; returns the number of rows received.
+size_t store_answer(shard_state& st, const wire::embedding_get& ask,
+                    const wire::embedding_rows& rows, std::uint64_t step) {
+  if (rows.layer != ask.layer) throw wire::wire_error("embedding_rows for another level");
+  if (rows.nodes.size() > ask.nodes.size()) {
+    throw wire::wire_error("embedding_rows has " + std::to_string(rows.nodes.size()) + " rows, " +
+                           std::to_string(ask.nodes.size()) + " asked");
+  }
+  if (static_cast<Eigen::Index>(rows.cols) != level_width(st, ask.layer))
+    throw wire::wire_error("embedding_rows of the wrong width");
+  const Matrix values = quantizer(static_cast<int>(rows.cols), rows.bits)
+                            .decode(rows.payload, rows.row_min, rows.row_scale);
+  st.halo.store(ask.layer, ask.nodes, rows.nodes, rows.versions, values, step);
+  return rows.nodes.size();
+}
+
+caf::result<wire_message> init_history(self_ptr self, const wire::control& c) {
+  auto& st = self->state;
+  const int top = st.settings.top_level();
+  std::vector<wire_request<store_actor, put_atom>> puts;
+  for (int level = 1; level < top; ++level) {
+    const auto l = static_cast<size_t>(level);
+    if (st.eval_h.size() <= l || st.eval_h[l].rows() != st.part->num_owned())
+      throw wire::wire_error("init_history needs an evaluation pass first");
+    const Matrix& rows = st.eval_h[l];
+    wire::embedding_rows put{.h = {c.h.step, st.part->part},
+                             .layer = static_cast<std::uint8_t>(level),
+                             .bits = 32,
+                             .nodes = st.part->owned,
+                             .versions = {},
+                             .cols = static_cast<std::uint32_t>(rows.cols())};
+    put.versions.assign(put.nodes.size(), 0);
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(rows.data());
+    put.payload.assign(bytes, bytes + rows.size() * sizeof(float));
+    puts.push_back({st.stores[static_cast<size_t>(st.part->part)],
+                    pack(wire::kind::embedding_rows, wire::encode(st.ctx, put))});
+  }
+  auto reply = result_message(st, c.h.step);
+  count(st, kCoordinatorPart, reply);
+  auto rp = self->make_response_promise<wire_message>();
+  gather(
+      self, put_atom_v, std::move(puts), st.settings.timeout,
+      [rp, reply = std::move(reply)](std::vector<wire_message>&) mutable {
+        rp.deliver(std::move(reply));
+      },
+      [self, rp](const caf::error& err) mutable {
+        rp.deliver(as_error(self->state, actor_errc::peer_failed,
+                            "history initialisation failed: " + caf::to_string(err)));
+      });
+  return rp;
+}
+
+caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
+  auto& st = self->state;
+  const auto& part = *st.part;
+  const int top = st.settings.top_level();
+  std::vector<Eigen::Index> widths;
+  for (int k = 0; k < std::max(top, 1); ++k)
+    widths.push_back(level_width(st, k));
+  st.halo.ensure_levels(widths);
+  std::map<int, std::vector<size_t>> by_owner;
+  for (size_t i = 0; i < part.halo.size(); ++i)
+    by_owner[part.halo_owner[i]].push_back(i);
+  std::vector<wire_request<store_actor, get_atom>> requests;
+  std::vector<wire::embedding_get> asks;
+  for (int level = st.halo_features_loaded ? 1 : 0; level < top; ++level) {
+    for (auto& [q, pos] : by_owner) {
+      // Features never change; history rows come back only when newer than the held version.
+      wire::embedding_get req{.h = {c.h.step, part.part},
+                              .layer = static_cast<std::uint8_t>(level)};
+      for (size_t i : pos) {
+        req.nodes.push_back(part.halo[i]);
+        if (level > 0) req.held.push_back(st.halo.version(level, i));
+      }
+      auto msg = pack(wire::kind::embedding_get, wire::encode(st.ctx, req));
+      count(st, q, msg);
+      requests.push_back({st.stores[static_cast<size_t>(q)], std::move(msg)});
+      asks.push_back(std::move(req));
+    }
+  }
+  auto rp = self->make_response_promise<wire_message>();
+  gather(
+      self, get_atom_v, std::move(requests), st.settings.timeout,
+      [self, rp, asks = std::move(asks),
+       step = c.h.step](std::vector<wire_message>& replies) mutable {
+        auto& st = self->state;
+        try {
+          for (size_t r = 0; r < replies.size(); ++r)
+            store_answer(st, asks[r], wire::decode_embedding_rows(st.ctx, replies[r].bytes), step);
+          st.halo_features_loaded = true;
+          auto msg = result_message(st, step);
+          count(st, kCoordinatorPart, msg);
+          rp.deliver(std::move(msg));
+        } catch (const std::exception& e) {
+          ++st.rejected;
+          rp.deliver(as_error(st, actor_errc::rejected, std::string("halo refresh: ") + e.what()));
+        }
+      },
+      [self, rp](const caf::error& err) mutable {
+        rp.deliver(as_error(self->state, actor_errc::peer_failed,
+                            "halo refresh failed: " + caf::to_string(err)));
+      });
+  return rp;
+}
+
+}  // namespace degnn::shard_detail

@@ -1,0 +1,81 @@
+// Tests of model/halo_cache.hpp: the staleness test, and what an owner's answer may and may not
+// write into a shard's cached rows.
+#include "model/halo_cache.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+using namespace degnn;
+
+namespace {
+
+halo_cache two_levels() {
+  halo_cache c({3, 8, 20, 41});
+  const Eigen::Index widths[] = {2, 3};
+  c.ensure_levels(widths);
+  return c;
+}
+
+Matrix rows(Eigen::Index n, Eigen::Index cols, float base) {
+  Matrix m(n, cols);
+  for (Eigen::Index i = 0; i < m.size(); ++i)
+    m.data()[i] = base + static_cast<float>(i);
+  return m;
+}
+
+}  // namespace
+
+TEST(HaloCache, ARowIsFreshForStalenessStepsAfterItsOwnerConfirmedIt) {
+  halo_cache c = two_levels();
+  EXPECT_FALSE(c.fresh(1, 0, 0, 1)) << "a row never received is never fresh";
+  const node_id asked[] = {3, 20};
+  const node_id sent[] = {20};
+  const std::uint64_t versions[] = {6};
+  c.store(1, asked, sent, versions, rows(1, 3, 1), 10);
+  // Both asked rows are confirmed at step 10; only node 20's came with a new value.
+  EXPECT_TRUE(c.fresh(1, c.index(3), 10, 1));
+  EXPECT_FALSE(c.fresh(1, c.index(3), 11, 1));
+  EXPECT_TRUE(c.fresh(1, c.index(20), 13, 4));
+  EXPECT_FALSE(c.fresh(1, c.index(20), 14, 4));
+  EXPECT_EQ(c.version(1, c.index(20)), 6u);
+  EXPECT_EQ(c.version(1, c.index(3)), halo_cache::kNoVersion);
+  EXPECT_FALSE(c.fresh(1, c.index(8), 10, 1)) << "a row not asked is not confirmed";
+}
+
+TEST(HaloCache, LeafRowsReadTheCachedValuesOfEachLevel) {
+  halo_cache c = two_levels();
+  const node_id asked[] = {8, 41};
+  const std::uint64_t versions[] = {0, 0};
+  c.store(0, asked, asked, versions, rows(2, 2, 100), 0);
+  c.store(1, asked, asked, versions, rows(2, 3, 200), 0);
+  local_cg cg;
+  cg.remote_leaves = {{41}, {8, 41}};
+  const auto leaves = c.leaf_rows(cg);
+  ASSERT_EQ(leaves.size(), 2u);
+  EXPECT_EQ(leaves[0], rows(2, 2, 100).row(1));
+  EXPECT_EQ(leaves[1], rows(2, 3, 200));
+}
+
+TEST(HaloCache, RefusesAnswersThatWereNotAskedForAndChangesNothing) {
+  halo_cache c = two_levels();
+  const node_id asked[] = {3, 8, 20};
+  const std::uint64_t one[] = {1};
+  const std::uint64_t two[] = {1, 1};
+  const node_id foreign[] = {41};  // in the halo, but not asked
+  EXPECT_THROW(c.store(1, asked, foreign, one, rows(1, 3, 0), 5), std::invalid_argument);
+  const node_id reversed[] = {20, 3};  // out of the order asked
+  EXPECT_THROW(c.store(1, asked, reversed, two, rows(2, 3, 0), 5), std::invalid_argument);
+  const node_id repeated[] = {8, 8};
+  EXPECT_THROW(c.store(1, asked, repeated, two, rows(2, 3, 0), 5), std::invalid_argument);
+  const node_id ok[] = {8};
+  const std::uint64_t none[] = {halo_cache::kNoVersion};
+  EXPECT_THROW(c.store(1, asked, ok, none, rows(1, 3, 0), 5), std::invalid_argument);
+  EXPECT_THROW(c.store(1, asked, ok, one, rows(1, 2, 0), 5), std::invalid_argument)
+      << "rows of another width";
+  EXPECT_THROW(c.store(2, asked, ok, one, rows(1, 3, 0), 5), std::invalid_argument)
+      << "a level the cache does not hold";
+  for (node_id u : asked)
+    EXPECT_FALSE(c.fresh(1, c.index(u), 5, 1)) << "a refused answer confirmed node " << u;
+  EXPECT_THROW(c.index(4), std::invalid_argument);
+}
