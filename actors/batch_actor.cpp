@@ -6,8 +6,8 @@
 #include <map>
 
 #include "actors/batch_internal.hpp"
-#include "actors/compute_counters.hpp"
 #include "actors/gather.hpp"
+#include "actors/reports.hpp"
 #include "model/block_builder.hpp"
 #include "model/sampler.hpp"
 
@@ -61,17 +61,6 @@ caf::result<wire_message> probe(self_ptr self, const wire::control& c) {
                             "a peer's batch actor did not answer: " + caf::to_string(e)));
       });
   return rp;
-}
-
-wire_message report(batch_state& st) {
-  wire::control out{.h = {0, st.part->part}, .what = wire::control_kind::result};
-  out.counts = st.sent.to_report(st.rejected);
-  // Then the work counters (none here: the shard computes) and the time per stage.
-  const std::vector<std::uint64_t> work(compute_counters::kSize, 0);
-  out.counts.insert(out.counts.end(), work.begin(), work.end());
-  const auto& stage_us = st.stages.total_us();
-  out.counts.insert(out.counts.end(), stage_us.begin(), stage_us.end());
-  return pack(wire::kind::control, wire::encode(st.ctx, out));
 }
 
 // The gradient phase of a decentralized step: the shard back-propagates the pushes it served and
@@ -268,26 +257,20 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
       [self, guarded, control](report_atom, const wire_message& m) {
         return guarded(wire::kind::control, false, m, [&]() -> caf::result<wire_message> {
           control(m);  // only a query of this cluster is answered
-          return report(self->state);
+          auto& st = self->state;
+          return counters_report(st.part->part, st.ctx, st.sent, st.rejected, nullptr, &st.stages);
         });
       },
       [self](trace_atom, const wire_message&) -> caf::result<wire_message> {
         auto& st = self->state;
-        wire::control out{.h = {0, st.part->part},
-                          .what = wire::control_kind::result,
-                          .text = st.stages.chrome_events(st.part->part)};
-        auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));
+        auto msg = trace_reply(st.part->part, st.ctx, st.stages);
         count(st, kCoordinatorPart, msg);
         return msg;
       },
       [self](view_atom, const peer_view& v) {
         auto& st = self->state;
-        st.batchers.clear();
-        st.shards.clear();
-        for (const auto& p : v.batchers)
-          st.batchers.push_back(caf::actor_cast<batch_actor>(p));
-        for (const auto& p : v.shards)
-          st.shards.push_back(caf::actor_cast<shard_actor>(p));
+        st.batchers = handles_of<batch_actor>(v.batchers);
+        st.shards = handles_of<shard_actor>(v.shards);
         st.has_view = true;
       },
   };

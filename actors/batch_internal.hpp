@@ -12,10 +12,6 @@ namespace degnn::batch_detail {
 using self_ptr = batch_actor::stateful_pointer<batch_state>;
 using promise = caf::typed_response_promise<wire_message>;
 
-inline wire_message pack(wire::kind k, wire::bytes b) {
-  return {static_cast<std::uint16_t>(k), std::move(b)};
-}
-
 inline caf::error as_error(const batch_state& st, actor_errc code, const std::string& what) {
   return actor_error(code, "batch actor " + std::to_string(st.part->part) + ": " + what);
 }

@@ -8,10 +8,6 @@ namespace degnn {
 
 namespace {
 
-wire_message pack(wire::kind k, wire::bytes b) {
-  return {static_cast<std::uint16_t>(k), std::move(b)};
-}
-
 // A report is the traffic counters, then (batch actors only) the work counters and the time
 // per stage.
 void add_counts(cluster_traffic& t, std::vector<std::uint64_t> counts) {

@@ -1,6 +1,7 @@
 // Request handling of the embedding-store actor.
 #include "actors/embedding_store.hpp"
 
+#include "actors/reports.hpp"
 #include "model/hashing.hpp"
 
 namespace degnn {
@@ -8,10 +9,6 @@ namespace degnn {
 namespace {
 
 using self_ptr = store_actor::stateful_pointer<store_state>;
-
-wire_message pack(wire::kind k, wire::bytes b) {
-  return {static_cast<std::uint16_t>(k), std::move(b)};
-}
 
 node_id owned_row(const store_state& st, node_id g, const char* what) {
   if (g < 0 || g >= st.book->num_nodes() || st.book->owner(g) != st.part->part)
@@ -126,9 +123,7 @@ store_actor::behavior_type store_behavior(self_ptr self,
         return guarded(
             [](store_state& st, const wire_message& m) {
               wire::decode_control(st.ctx, m.bytes);  // only a query of this cluster is answered
-              wire::control out{.h = {0, st.part->part}, .what = wire::control_kind::result};
-              out.counts = st.sent.to_report(st.rejected);
-              return pack(wire::kind::control, wire::encode(st.ctx, out));
+              return counters_report(st.part->part, st.ctx, st.sent, st.rejected);
             },
             m);
       },

@@ -121,6 +121,21 @@ using batch_actor =
                      wire_call<report_atom>, wire_call<trace_atom>,
                      caf::reacts_to<view_atom, peer_view>>;
 
+/// One encoded message of kind k.
+inline wire_message pack(wire::kind k, wire::bytes b) {
+  return {static_cast<std::uint16_t>(k), std::move(b)};
+}
+
+/// The typed handles of a peer view's entries.
+template <class Handle>
+std::vector<Handle> handles_of(const std::vector<caf::strong_actor_ptr>& ptrs) {
+  std::vector<Handle> out;
+  out.reserve(ptrs.size());
+  for (const auto& p : ptrs)
+    out.push_back(caf::actor_cast<Handle>(p));
+  return out;
+}
+
 /// Registers the message types and renders actor_errc in errors.
 void add_actor_types(caf::actor_system_config& cfg);
 

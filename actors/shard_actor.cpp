@@ -2,6 +2,7 @@
 // counters here; evaluation and the decentralized step in their own files.
 #include "actors/shard_actor.hpp"
 
+#include "actors/reports.hpp"
 #include "actors/shard_internal.hpp"
 #include "model/sampler.hpp"
 
@@ -23,14 +24,7 @@ node_id local_row(const graph_partition& part, const partition_book& book, node_
 
 wire_message report(shard_state& st, const wire_message& m) {
   wire::decode_control(st.ctx, m.bytes);  // only a query of this cluster is answered
-  wire::control out{.h = {0, st.part->part}, .what = wire::control_kind::result};
-  out.counts = st.sent.to_report(st.rejected);
-  // Then the work counters and the time per stage (the coordinator tells reports apart by length).
-  const auto work = st.work.to_list();
-  out.counts.insert(out.counts.end(), work.begin(), work.end());
-  const auto& stage_us = st.stages.total_us();
-  out.counts.insert(out.counts.end(), stage_us.begin(), stage_us.end());
-  return pack(wire::kind::control, wire::encode(st.ctx, out));
+  return counters_report(st.part->part, st.ctx, st.sent, st.rejected, &st.work, &st.stages);
 }
 
 // The averaged gradient, handed on by this worker's batch actor.
@@ -195,21 +189,14 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
       },
       [self](trace_atom, const wire_message&) -> caf::result<wire_message> {
         auto& st = self->state;
-        wire::control out{.h = {0, st.part->part},
-                          .what = wire::control_kind::result,
-                          .text = st.stages.chrome_events(st.part->part)};
-        auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));
+        auto msg = trace_reply(st.part->part, st.ctx, st.stages);
         count(st, kCoordinatorPart, msg);
         return msg;
       },
       [self](view_atom, const peer_view& v) {
         auto& st = self->state;
-        st.shards.clear();
-        st.stores.clear();
-        for (const auto& p : v.shards)
-          st.shards.push_back(caf::actor_cast<shard_actor>(p));
-        for (const auto& p : v.stores)
-          st.stores.push_back(caf::actor_cast<store_actor>(p));
+        st.shards = handles_of<shard_actor>(v.shards);
+        st.stores = handles_of<store_actor>(v.stores);
         st.has_view = true;
       },
   };

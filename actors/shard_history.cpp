@@ -51,15 +51,21 @@ caf::result<wire_message> init_history(self_ptr self, const wire::control& c) {
   }
   auto reply = result_message(st, c.h.step);
   count(st, kCoordinatorPart, reply);
+  return put_then_reply(self, std::move(puts), std::move(reply), "history initialisation");
+}
+
+caf::result<wire_message> put_then_reply(self_ptr self,
+                                         std::vector<wire_request<store_actor, put_atom>> puts,
+                                         wire_message reply, const char* what) {
   auto rp = self->make_response_promise<wire_message>();
   gather(
-      self, put_atom_v, std::move(puts), st.settings.timeout,
+      self, put_atom_v, std::move(puts), self->state.settings.timeout,
       [rp, reply = std::move(reply)](std::vector<wire_message>&) mutable {
         rp.deliver(std::move(reply));
       },
-      [self, rp](const caf::error& err) mutable {
+      [self, rp, what](const caf::error& err) mutable {
         rp.deliver(as_error(self->state, actor_errc::peer_failed,
-                            "history initialisation failed: " + caf::to_string(err)));
+                            std::string(what) + " failed: " + caf::to_string(err)));
       });
   return rp;
 }

@@ -12,10 +12,6 @@ namespace degnn::shard_detail {
 using self_ptr = shard_actor::stateful_pointer<shard_state>;
 using promise = caf::typed_response_promise<wire_message>;
 
-inline wire_message pack(wire::kind k, wire::bytes b) {
-  return {static_cast<std::uint16_t>(k), std::move(b)};
-}
-
 inline caf::error as_error(const shard_state& st, actor_errc code, const std::string& what) {
   return actor_error(code, "shard " + std::to_string(st.part->part) + ": " + what);
 }
@@ -57,6 +53,12 @@ size_t store_answer(shard_state& st, const wire::embedding_get& ask,
                     const wire::embedding_rows& rows, std::uint64_t step);
 
 // -- history set-up (shard_history.cpp) --
+
+/// Sends the puts to this partition's embedding store and answers `reply` once the store took
+/// them all (an error naming `what` otherwise).
+caf::result<wire_message> put_then_reply(self_ptr self,
+                                         std::vector<wire_request<store_actor, put_atom>> puts,
+                                         wire_message reply, const char* what);
 
 /// Puts the last evaluation pass's rows into the embedding store as the initial history.
 caf::result<wire_message> init_history(self_ptr self, const wire::control& c);

@@ -346,19 +346,9 @@ caf::result<wire_message> gradient_phase(self_ptr self, const wire::control& c) 
   }
   wire::allreduce_chunk out{.h = {upto, me}, .values = st.replica->gradient()};
   auto reply = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
-  auto rp = self->make_response_promise<wire_message>();
   // The gradient goes back once the store holds the step's rows: the owner pushes the next
   // step only then, so every history read of the next step follows this commit.
-  gather(
-      self, put_atom_v, std::move(puts), st.settings.timeout,
-      [rp, reply = std::move(reply)](std::vector<wire_message>&) mutable {
-        rp.deliver(std::move(reply));
-      },
-      [self, rp](const caf::error& err) mutable {
-        rp.deliver(as_error(self->state, actor_errc::peer_failed,
-                            "history commit failed: " + caf::to_string(err)));
-      });
-  return rp;
+  return put_then_reply(self, std::move(puts), std::move(reply), "history commit");
 }
 
 }  // namespace degnn::shard_detail
