@@ -1,5 +1,5 @@
 // The batch actor's behaviour: steps (batch_centralized_step.cpp, batch_owner_step.cpp), the
-// gradient phase and the averaged gradient handed on to its shard, parameters, readiness.
+// gradient phase and the averaged gradient handed on to its shard, parameters.
 #include "actors/batch_actor.hpp"
 
 #include <algorithm>
@@ -16,52 +16,6 @@ namespace degnn {
 namespace {
 
 using namespace batch_detail;
-
-// Readiness probe, see batch_actor.hpp. value 1: first have every peer's batch actor and shard
-// answer once, so that every route between nodes has carried a message before training starts
-// (a message racing a connection being set up is retried here, with a short timeout, not lost in
-// a step).
-caf::result<wire_message> probe(self_ptr self, const wire::control& c) {
-  auto& st = self->state;
-  wire::control out{.h = {c.h.step, st.part->part}, .what = wire::control_kind::result};
-  if (c.value == 2) {
-    st.greeted.insert(c.h.sender);
-  } else if (c.value == 3) {
-    for (auto who : c.counts)
-      out.counts.push_back(st.greeted.count(static_cast<int>(who)));
-  }
-  auto reply = pack(wire::kind::control, wire::encode(st.ctx, out));
-  if (c.value != 1) return reply;
-  const int me = st.part->part;
-  const wire::control ping{.h = {c.h.step, me}, .what = wire::control_kind::epoch};
-  const wire::control ask{.h = {c.h.step, me}, .what = wire::control_kind::result};
-  std::vector<wire_request<batch_actor, probe_atom>> to_batchers;
-  std::vector<wire_request<shard_actor, report_atom>> to_shards;
-  for (size_t p = 0; p < st.batchers.size(); ++p) {
-    if (static_cast<int>(p) == me) continue;
-    to_batchers.push_back({st.batchers[p], pack(wire::kind::control, wire::encode(st.ctx, ping))});
-    to_shards.push_back({st.shards[p], pack(wire::kind::control, wire::encode(st.ctx, ask))});
-  }
-  auto rp = self->make_response_promise<wire_message>();
-  const auto timeout = std::chrono::milliseconds(2000);
-  gather(
-      self, probe_atom_v, std::move(to_batchers), timeout,
-      [self, rp, reply, timeout,
-       to_shards = std::move(to_shards)](std::vector<wire_message>&) mutable {
-        gather(
-            self, report_atom_v, std::move(to_shards), timeout,
-            [rp, reply](std::vector<wire_message>&) mutable { rp.deliver(reply); },
-            [self, rp](const caf::error& e) mutable {
-              rp.deliver(as_error(self->state, actor_errc::peer_failed,
-                                  "a peer's shard did not answer: " + caf::to_string(e)));
-            });
-      },
-      [self, rp](const caf::error& e) mutable {
-        rp.deliver(as_error(self->state, actor_errc::peer_failed,
-                            "a peer's batch actor did not answer: " + caf::to_string(e)));
-      });
-  return rp;
-}
 
 // The gradient phase of a decentralized step: the shard back-propagates the pushes it served and
 // commits their history; its replica's gradient (the layers below the top) plus this replica's
@@ -239,20 +193,6 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
       },
       [self, guarded](params_atom, const wire_message& m) {
         return guarded(wire::kind::control, true, m, [&] { return parameters(self, m); });
-      },
-      [self, guarded, control](probe_atom, const wire_message& m) {
-        const bool greeting =
-            m.kind == static_cast<std::uint16_t>(wire::kind::control) && control(m).value >= 2;
-        // A peer node's greeting and the question whether one came (connection set-up) come
-        // before the view; every other probe needs it.
-        return guarded(wire::kind::control, !greeting, m, [&] { return probe(self, control(m)); });
-      },
-      [self](shutdown_atom, const wire_message&) -> caf::result<wire_message> {
-        auto& st = self->state;
-        wire::control out{.h = {0, st.part->part}, .what = wire::control_kind::result};
-        auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));
-        self->quit();
-        return msg;
       },
       [self, guarded, control](report_atom, const wire_message& m) {
         return guarded(wire::kind::control, false, m, [&]() -> caf::result<wire_message> {

@@ -9,7 +9,6 @@
 
 #include <functional>
 #include <memory>
-#include <set>
 #include <vector>
 
 #include "actors/messages.hpp"
@@ -45,16 +44,11 @@ struct batch_state {
   /// wait for them (so that every history read of the step follows the previous commit).
   int gradient_phases_open = 0;
   std::vector<std::function<void()>> after_gradient_phase;
-  stage_log stages;       ///< time per pipeline stage (and, when tracing, the spans)
-  std::set<int> greeted;  ///< peers whose node connected to this one (degnn node set-up)
+  stage_log stages;  ///< time per pipeline stage (and, when tracing, the spans)
 };
 
 /// Spawn with `sys.spawn(batch_behavior, part, book, replica_config, settings, ctx)`, then send
 /// it the peer view.
-/// probe: readiness. value 0 answers; value 1 first reaches every peer's batch actor and shard
-/// (so every route between nodes carried a message before training starts); value 2 is a peer
-/// node's greeting; value 3 asks which of the nodes in counts greeted (connection set-up, see
-/// degnn node). shutdown replies, then quits.
 batch_actor::behavior_type batch_behavior(batch_actor::stateful_pointer<batch_state> self,
                                           std::shared_ptr<const graph_partition> part,
                                           std::shared_ptr<const partition_book> book,

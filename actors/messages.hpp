@@ -72,8 +72,6 @@ CAF_ADD_ATOM(degnn, degnn, step_atom, "step")
 CAF_ADD_ATOM(degnn, degnn, gradient_atom, "gradient")
 CAF_ADD_ATOM(degnn, degnn, apply_atom, "apply")
 CAF_ADD_ATOM(degnn, degnn, params_atom, "params")
-CAF_ADD_ATOM(degnn, degnn, probe_atom, "probe")
-CAF_ADD_ATOM(degnn, degnn, shutdown_atom, "shutdown")
 // -- every actor --
 CAF_ADD_ATOM(degnn, degnn, report_atom, "report")
 CAF_ADD_ATOM(degnn, degnn, trace_atom, "trace")
@@ -113,12 +111,10 @@ using store_actor =
 ///   step (control -> allreduce_chunk with the step's loss counts: the gradient in the
 ///   centralized pipeline), gradient (control -> allreduce_chunk: its own and its shard's
 ///   gradient), apply (averaged allreduce_chunk -> control, after its shard applied it too),
-///   params (control -> allreduce_chunk), probe (readiness, see batch_actor.hpp), shutdown,
-///   report, trace.
+///   params (control -> allreduce_chunk), report, trace.
 using batch_actor =
     caf::typed_actor<wire_call<step_atom>, wire_call<gradient_atom>, wire_call<apply_atom>,
-                     wire_call<params_atom>, wire_call<probe_atom>, wire_call<shutdown_atom>,
-                     wire_call<report_atom>, wire_call<trace_atom>,
+                     wire_call<params_atom>, wire_call<report_atom>, wire_call<trace_atom>,
                      caf::reacts_to<view_atom, peer_view>>;
 
 /// One encoded message of kind k.

@@ -1,7 +1,7 @@
-// degnn node: one node process of a static cluster. Node K loads partition K, publishes its batch
-// actor on port P, its shard on P+1 and its embedding store on P+2 (P from the K-th entry of
-// --peers), connects to every other node, and then node 0 coordinates training while the others
-// serve until told to stop.
+// degnn node: one node process of a static cluster. Node K loads partition K, spawns its worker
+// actors (batch actor, shard, embedding store) and publishes its node actor on port P (the K-th
+// entry of --peers), connects to every other node and takes the handles of their actors, and then
+// node 0 coordinates training while the others serve until told to stop.
 //   degnn node --config-file=cluster.conf --id 0     (and --id 1 ... in other processes)
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -14,6 +14,7 @@
 #include "runtime/cluster_trainer.hpp"
 #include "runtime/commands.hpp"
 #include "runtime/compute_threads.hpp"
+#include "runtime/node_actor.hpp"
 #include "runtime/process_stats.hpp"
 #include "runtime/train_options.hpp"
 #include "runtime/worker_actors.hpp"
@@ -77,9 +78,7 @@ int run_node(int argc, char** argv) {
   auto specs = train_option_specs();
   specs.push_back({"id", "", "this node's index into --peers (node 0 coordinates)"});
   specs.push_back(
-      {"peers", "",
-       "HOST:PORT of every node, in node order (batch actor at PORT, shard at PORT+1, embedding "
-       "store at PORT+2)"});
+      {"peers", "", "HOST:PORT of every node, in node order (its node actor listens there)"});
   specs.push_back({"connect-timeout", "60", "seconds to wait for all peers"});
   option_set opts(
       "node",
@@ -109,76 +108,74 @@ int run_node(int argc, char** argv) {
   caf::actor_system_config cfg;
   if (s.threads > 0) use_compute_threads(cfg, s.threads);
   add_actor_types(cfg);
+  add_runtime_types(cfg);
   cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};
   const worker_actors local = spawn_worker(sys, part, book, rc, ws, ctx);
-  const auto& batcher = local.batch;
+  const node_actor node = spawn_node_actor(sys, id, local, ctx);
   caf::scoped_actor self{sys};
-  auto stop_local = [&] { stop_worker(self, local); };
+  auto stop_local = [&] {
+    stop_worker(self, local);
+    self->send_exit(node, caf::exit_reason::user_shutdown);
+  };
   const auto& me = peers[static_cast<size_t>(id)];
-  auto check_published = [&](caf::expected<std::uint16_t> published, std::uint16_t port) {
-    if (published) return;
+  // Published as a typed handle, so a peer of another protocol fails at connection time.
+  if (auto published = sys.middleman().publish(node, me.port, me.host.c_str(), true); !published) {
     stop_local();
     throw std::runtime_error("node " + std::to_string(id) + ": cannot listen on " + me.host + ":" +
-                             std::to_string(port) + ": " + sys.render(published.error()));
-  };
-  // Published as typed handles, so a peer of another protocol fails at connection time.
-  check_published(sys.middleman().publish(batcher, me.port, me.host.c_str(), true), me.port);
-  check_published(sys.middleman().publish(local.shard, static_cast<std::uint16_t>(me.port + 1),
-                                          me.host.c_str(), true),
-                  static_cast<std::uint16_t>(me.port + 1));
-  check_published(sys.middleman().publish(local.store, static_cast<std::uint16_t>(me.port + 2),
-                                          me.host.c_str(), true),
-                  static_cast<std::uint16_t>(me.port + 2));
-  std::fprintf(stderr, "node %d: partition %d (%d nodes), listening on %s:%u-%u\n", id, id,
-               part->num_owned(), me.host.c_str(), me.port, me.port + 2);
+                             std::to_string(me.port) + ": " + sys.render(published.error()));
+  }
+  std::fprintf(stderr, "node %d: partition %d (%d nodes), listening on %s:%u\n", id, id,
+               part->num_owned(), me.host.c_str(), me.port);
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(opts.integer("connect-timeout", 1));
-  // A pair of nodes never sets up its connections at the same time: CAF 0.17's BASP can leave a
+  // A pair of nodes never sets up its connection at the same time: CAF 0.17's BASP can leave a
   // route that drops every message when two nodes connect to each other concurrently (seen here
   // about once in ten 4-node runs). Node K connects to every p < K at once and greets it; p
   // connects back to K only after K's greeting arrived, over the connection K made.
   const auto n = peers.size();
+  std::vector<node_actor> nodes(n);
+  nodes[static_cast<size_t>(id)] = node;
   cluster_handles view;
   view.batchers.resize(n);
   view.shards.resize(n);
   view.stores.resize(n);
-  view.batchers[static_cast<size_t>(id)] = local.batch;
-  view.shards[static_cast<size_t>(id)] = local.shard;
-  view.stores[static_cast<size_t>(id)] = local.store;
-  auto control = [&](int value, std::vector<std::uint64_t> counts = {}) {
-    wire::control c{.h = {0, id},
-                    .what = wire::control_kind::epoch,
-                    .value = static_cast<double>(value),
-                    .counts = std::move(counts)};
-    return wire_message{static_cast<std::uint16_t>(wire::kind::control), wire::encode(ctx, c)};
+  auto fail = [&](const std::string& what) {
+    stop_local();
+    throw std::runtime_error("node " + std::to_string(id) + ": " + what);
+  };
+  // Node p's worker actors, whose handles come in the reply of its node actor.
+  auto take_workers = [&](size_t p) {
+    bool ok = false;
+    std::string failure;
+    self->request(nodes[p], std::chrono::seconds(10), workers_atom_v)
+        .receive(
+            [&](peer_view& w) {
+              if (w.batchers.size() != 1 || w.shards.size() != 1 || w.stores.size() != 1) return;
+              view.batchers[p] = caf::actor_cast<batch_actor>(w.batchers[0]);
+              view.shards[p] = caf::actor_cast<shard_actor>(w.shards[0]);
+              view.stores[p] = caf::actor_cast<store_actor>(w.stores[0]);
+              ok = true;
+            },
+            [&](caf::error& e) { failure = sys.render(e); });
+    if (!ok) fail("node " + std::to_string(p) + " did not name its actors: " + failure);
   };
   auto connect_to = [&](size_t p) {
-    view.batchers[p] = connect<batch_actor>(sys, peers[p], deadline, "batch actor");
-    endpoint at = peers[p];
-    ++at.port;
-    view.shards[p] = connect<shard_actor>(sys, at, deadline, "shard");
-    ++at.port;
-    view.stores[p] = connect<store_actor>(sys, at, deadline, "embedding store");
+    nodes[p] = connect<node_actor>(sys, peers[p], deadline, "node");
     std::string failure;
-    self->request(view.batchers[p], std::chrono::seconds(10), probe_atom_v, control(2))
-        .receive([](wire_message&) {}, [&](caf::error& e) { failure = sys.render(e); });
-    if (!failure.empty())
-      throw std::runtime_error("node " + std::to_string(id) + ": greeting node " +
-                               std::to_string(p) + " failed: " + failure);
+    self->request(nodes[p], std::chrono::seconds(10), greet_atom_v, static_cast<std::int32_t>(id))
+        .receive([](std::int32_t) {}, [&](caf::error& e) { failure = sys.render(e); });
+    if (!failure.empty()) fail("greeting node " + std::to_string(p) + " failed: " + failure);
+    take_workers(p);
   };
   auto greeted_by = [&](size_t p) {
     bool yes = false;
-    self->request(batcher, std::chrono::seconds(10), probe_atom_v, control(3, {p}))
-        .receive(
-            [&](wire_message& m) {
-              const auto r = wire::decode_control(ctx, m.bytes);
-              yes = r.counts.size() == 1 && r.counts[0] == 1;
-            },
-            [](caf::error&) {});
+    self->request(node, std::chrono::seconds(10), greeted_atom_v, static_cast<std::int32_t>(p))
+        .receive([&](bool b) { yes = b; }, [](caf::error&) {});
     return yes;
   };
   try {
+    take_workers(static_cast<size_t>(id));
     for (size_t p = 0; p < static_cast<size_t>(id); ++p)
       connect_to(p);
     for (size_t p = static_cast<size_t>(id) + 1; p < n; ++p) {
@@ -194,19 +191,20 @@ int run_node(int argc, char** argv) {
     stop_local();
     throw;
   }
-  send_view(self, local, view.view());
-  std::fprintf(stderr, "node %d: connected to %zu peers\n", id, peers.size() - 1);
+  const peer_view all = view.view();
+  send_view(self, local, all);
+  std::fprintf(stderr, "node %d: connected to %zu peers\n", id, n - 1);
 
   if (id != 0) {
-    // Serve until node 0 says shutdown (the batch actor then quits) or node 0 disappears.
-    self->monitor(batcher);
-    self->monitor(view.batchers[0]);
+    // Serve until node 0 says bye (this node actor then quits) or node 0 disappears.
+    self->monitor(node);
+    self->monitor(nodes[0]);
     bool clean = false;
-    self->receive([&](caf::down_msg& d) { clean = d.source == batcher.address(); });
+    self->receive([&](caf::down_msg& d) { clean = d.source == node.address(); });
     if (!clean) {
-      // Node 0 ends right after our shutdown reply, so its down message may overtake our own
-      // batch actor's; give that one a moment before calling the coordinator lost.
-      self->receive([&](caf::down_msg& d) { clean = d.source == batcher.address(); },
+      // Node 0 ends right after our bye reply, so its down message may overtake our own node
+      // actor's; give that one a moment before calling the coordinator lost.
+      self->receive([&](caf::down_msg& d) { clean = d.source == node.address(); },
                     caf::after(std::chrono::seconds(2)) >> [] {});
     }
     stop_local();
@@ -218,22 +216,16 @@ int run_node(int argc, char** argv) {
     return 0;
   }
 
-  // Node 0: wait until every batch actor reports a complete view, then train.
+  // Node 0: wait until every node's actors reached every other node's once, then train.
   coordinator coord(self.ptr(), view.batchers, view.shards, view.stores, ctx, ws.timeout);
-  for (size_t p = 0; p < peers.size(); ++p) {
+  for (size_t p = 0; p < n; ++p) {
     while (true) {
       bool ok = false;
-      // value 1: the batch actor first reaches every peer's batch actor and shard.
-      wire::control ping{.h = {0, 0}, .what = wire::control_kind::epoch, .value = 1};
-      self->request(view.batchers[p], std::chrono::seconds(10), probe_atom_v,
-                    wire_message{static_cast<std::uint16_t>(wire::kind::control),
-                                 wire::encode(ctx, ping)})
-          .receive([&](wire_message&) { ok = true; }, [&](caf::error&) {});
+      self->request(nodes[p], std::chrono::seconds(10), ready_atom_v, all)
+          .receive([&](bool) { ok = true; }, [&](caf::error&) {});
       if (ok) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        stop_local();
-        throw std::runtime_error("node " + std::to_string(p) + " never became ready");
-      }
+      if (std::chrono::steady_clock::now() > deadline)
+        fail("node " + std::to_string(p) + " never became ready");
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
@@ -264,14 +256,11 @@ int run_node(int argc, char** argv) {
     std::printf("%s%.9g", i ? "," : "", losses[i]);
   std::printf("]}\n");
   std::fflush(stdout);
-  for (size_t p = 1; p < peers.size(); ++p) {
-    wire::control bye{.h = {0, 0}, .what = wire::control_kind::shutdown};
-    self->request(
-            view.batchers[p], std::chrono::seconds(10), shutdown_atom_v,
-            wire_message{static_cast<std::uint16_t>(wire::kind::control), wire::encode(ctx, bye)})
-        .receive([](wire_message&) {},
+  for (size_t p = 1; p < n; ++p) {
+    self->request(nodes[p], std::chrono::seconds(10), bye_atom_v)
+        .receive([](bool) {},
                  [&](caf::error& e) {
-                   std::fprintf(stderr, "node 0: shutdown of node %zu: %s\n", p,
+                   std::fprintf(stderr, "node 0: stopping node %zu: %s\n", p,
                                 sys.render(e).c_str());
                  });
   }

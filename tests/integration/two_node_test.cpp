@@ -72,7 +72,7 @@ class child_process {
   bool exited_ = false;
 };
 
-// Two consecutive free loopback ports (P for the batch actor, P+1 for the shard).
+// Two consecutive free loopback ports (a node listens on P; P+1 is kept free as well).
 std::uint16_t free_port_pair() {
   for (int attempt = 0; attempt < 50; ++attempt) {
     int s = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -1,0 +1,39 @@
+// The node actor: one per `degnn node` process and the only actor it publishes. A peer node greets
+// it when it connects and asks it for this node's worker actors (their handles travel in the
+// reply); node 0 asks it to reach every other node's actors once before training (so every route
+// has carried a message) and, at the end, to stop the node.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+#include "runtime/worker_actors.hpp"
+
+CAF_BEGIN_TYPE_ID_BLOCK(degnn_runtime, caf::id_block::degnn::end)
+CAF_ADD_ATOM(degnn_runtime, degnn, greet_atom, "greet")
+CAF_ADD_ATOM(degnn_runtime, degnn, greeted_atom, "greeted")
+CAF_ADD_ATOM(degnn_runtime, degnn, workers_atom, "workers")
+CAF_ADD_ATOM(degnn_runtime, degnn, ready_atom, "ready")
+CAF_ADD_ATOM(degnn_runtime, degnn, bye_atom, "bye")
+CAF_END_TYPE_ID_BLOCK(degnn_runtime)
+
+namespace degnn {
+
+/// greet (node id of a peer that connected -> this node's id), greeted (node id -> whether it
+/// greeted; asked locally), workers (-> this node's batch actor, shard and store, one entry each),
+/// ready (every node's workers -> true once each remote one answered a report), bye (-> true, then
+/// the node actor quits and its node stops).
+using node_actor = caf::typed_actor<caf::replies_to<greet_atom, std::int32_t>::with<std::int32_t>,
+                                    caf::replies_to<greeted_atom, std::int32_t>::with<bool>,
+                                    caf::replies_to<workers_atom>::with<peer_view>,
+                                    caf::replies_to<ready_atom, peer_view>::with<bool>,
+                                    caf::replies_to<bye_atom>::with<bool>>;
+
+/// Spawns node `id`'s node actor for its local worker actors.
+node_actor spawn_node_actor(caf::actor_system& sys, int id, const worker_actors& local,
+                            const wire::context& ctx);
+
+/// Registers the runtime's message types (after add_actor_types).
+void add_runtime_types(caf::actor_system_config& cfg);
+
+}  // namespace degnn
