@@ -1,14 +1,15 @@
 // The coordinator: drives steps and epochs over the batch actors, averages their gradients (the
 // all-reduce, gathered at the coordinator and broadcast back), runs distributed layer-wise
-// evaluation on the shards and collects every actor's counters. It runs on partition 0's node,
-// inside a blocking actor, so its control flow reads top to bottom.
+// evaluation on the shards and collects every actor's counters. It is an event-based actor on
+// partition 0's node that runs one command at a time, in order, and answers `status` at any time
+// (the console asks it); every request it makes has a finite timeout. The `coordinator` class is
+// its blocking client for the runtime's epoch loop and the tests.
 #pragma once
 
 #include <array>
 #include <chrono>
-#include <optional>
+#include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "actors/compute_counters.hpp"
@@ -24,107 +25,184 @@ struct step_result {
 };
 
 struct eval_result {
-  std::uint64_t correct[3] = {0, 0, 0};  ///< train, valid, test
-  std::uint64_t total[3] = {0, 0, 0};
+  std::array<std::uint64_t, 3> correct{};  ///< train, valid, test
+  std::array<std::uint64_t, 3> total{};
   double accuracy(int split) const {
-    return total[split] ? static_cast<double>(correct[split]) / total[split] : 0;
+    const auto s = static_cast<size_t>(split);
+    return total[s] ? static_cast<double>(correct[s]) / static_cast<double>(total[s]) : 0;
   }
 };
 
 struct cluster_traffic {
-  wire::traffic sent;          ///< all messages that crossed nodes
-  std::uint64_t rejected = 0;  ///< requests any actor refused
-  compute_counters work;       ///< decentralized: summed over the batch actors
-  std::array<std::uint64_t, kNumStages> stage_us{};  ///< batch actors' stage time, summed
+  wire::traffic sent;                                ///< all messages that crossed nodes
+  std::uint64_t rejected = 0;                        ///< requests any actor refused
+  compute_counters work;                             ///< decentralized: summed over the shards
+  std::array<std::uint64_t, kNumStages> stage_us{};  ///< workers' stage time, summed
 };
 
+/// What the coordinator is doing (DESIGN.md section 8: the console's `progress`).
+enum class coordinator_phase : std::uint8_t {
+  idle,        ///< between commands
+  stepping,    ///< a step: the workers' batches (and, pipelined, the previous step's gradient)
+  reducing,    ///< averaging gradients and having every replica apply the average
+  evaluating,  ///< exact layer-wise inference
+  history,     ///< decentralized set-up: history from the evaluation, halo refresh
+  reporting,   ///< collecting parameters, counters or traces
+  failed,      ///< a command failed; every later one is refused with the same error
+};
+const char* to_string(coordinator_phase p);
+
+struct coordinator_status {
+  /// A coordinator_phase (kept as its number, the form it travels in).
+  std::uint8_t phase_code = static_cast<std::uint8_t>(coordinator_phase::idle);
+  std::uint32_t epoch = 0;
+  std::uint64_t step = 0;           ///< global step of the last step command
+  std::uint64_t steps_done = 0;     ///< step commands answered
+  std::uint64_t applies = 0;        ///< averaged gradients every replica applied
+  std::uint64_t queued = 0;         ///< commands waiting behind the running one
+  double last_loss = 0;             ///< mean loss of the last step (over its labelled seeds)
+  std::uint64_t allreduce_us = 0;   ///< time spent averaging and applying, in total
+  std::uint64_t step_phase_us = 0;  ///< time spent in step commands, in total
+  std::string error;                ///< why the coordinator failed, if it did
+
+  coordinator_phase phase() const { return static_cast<coordinator_phase>(phase_code); }
+  void set_phase(coordinator_phase p) { phase_code = static_cast<std::uint8_t>(p); }
+};
+
+/// Every replica's parameters, partition order.
+struct replica_parameters {
+  std::vector<std::vector<float>> values;
+};
+
+/// A cluster_traffic as the coordinator sends it: to_list() / from_list() layout.
+struct cluster_report {
+  std::vector<std::uint64_t> counts;
+  static cluster_report from(const cluster_traffic& t);
+  cluster_traffic traffic() const;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_result& x) {
+  return f(caf::meta::type_name("degnn.step_result"), x.loss_sum, x.seeds, x.correct);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
+  return f(caf::meta::type_name("degnn.eval_result"), x.correct[0], x.correct[1], x.correct[2],
+           x.total[0], x.total[1], x.total[2]);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, coordinator_status& x) {
+  return f(caf::meta::type_name("degnn.coordinator_status"), x.phase_code, x.epoch, x.step,
+           x.steps_done, x.applies, x.queued, x.last_loss, x.allreduce_us, x.step_phase_us,
+           x.error);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replica_parameters& x) {
+  return f(caf::meta::type_name("degnn.replica_parameters"), x.values);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cluster_report& x) {
+  return f(caf::meta::type_name("degnn.cluster_report"), x.counts);
+}
+
+}  // namespace degnn
+
+CAF_BEGIN_TYPE_ID_BLOCK(degnn_coordinator, caf::id_block::degnn::end)
+CAF_ADD_TYPE_ID(degnn_coordinator, (degnn::step_result))
+CAF_ADD_TYPE_ID(degnn_coordinator, (degnn::eval_result))
+CAF_ADD_TYPE_ID(degnn_coordinator, (degnn::coordinator_status))
+CAF_ADD_TYPE_ID(degnn_coordinator, (degnn::replica_parameters))
+CAF_ADD_TYPE_ID(degnn_coordinator, (degnn::cluster_report))
+CAF_ADD_ATOM(degnn_coordinator, degnn, run_step_atom, "runstep")
+CAF_ADD_ATOM(degnn_coordinator, degnn, finish_atom, "finish")
+CAF_ADD_ATOM(degnn_coordinator, degnn, status_atom, "status")
+CAF_ADD_ATOM(degnn_coordinator, degnn, configure_atom, "configure")
+CAF_END_TYPE_ID_BLOCK(degnn_coordinator)
+
+namespace degnn {
+
+/// runstep (epoch, batch index, global step, decentralized -> step_result), finish (the gradient
+/// phase of a step still in flight -> true), inithist (layers, step -> true), evaluate (layers,
+/// step -> eval_result), params (step -> replica_parameters), report (-> cluster_report), trace
+/// (-> Chrome trace JSON), configure (pipelined, keep spans -> true), status (-> at once).
+using coordinator_actor =
+    caf::typed_actor<caf::replies_to<run_step_atom, std::uint32_t, std::uint64_t, std::uint64_t,
+                                     bool>::with<step_result>,
+                     caf::replies_to<finish_atom>::with<bool>,
+                     caf::replies_to<init_hist_atom, std::int32_t, std::uint64_t>::with<bool>,
+                     caf::replies_to<eval_atom, std::int32_t, std::uint64_t>::with<eval_result>,
+                     caf::replies_to<params_atom, std::uint64_t>::with<replica_parameters>,
+                     caf::replies_to<report_atom>::with<cluster_report>,
+                     caf::replies_to<trace_atom>::with<std::string>,
+                     caf::replies_to<configure_atom, bool, bool>::with<bool>,
+                     caf::replies_to<status_atom>::with<coordinator_status>>;
+
+/// Spawns the coordinator of the cluster whose partition p has batchers[p], shards[p] and
+/// stores[p]. timeout bounds every request it makes.
+coordinator_actor spawn_coordinator(caf::actor_system& sys, std::vector<batch_actor> batchers,
+                                    std::vector<shard_actor> shards,
+                                    std::vector<store_actor> stores, wire::context ctx,
+                                    std::chrono::milliseconds timeout);
+
+/// Blocking client of a coordinator actor: each call sends one command and waits for its answer
+/// (bounded by the command's rounds times the request timeout); a failed command throws
+/// std::runtime_error naming the partition and the cause.
 class coordinator {
  public:
-  /// batchers[p], shards[p] and stores[p] belong to partition p; the coordinator shares
-  /// partition 0's node.
+  /// Spawns a coordinator for the cluster; it stops with this object.
   coordinator(caf::blocking_actor* self, std::vector<batch_actor> batchers,
               std::vector<shard_actor> shards, std::vector<store_actor> stores, wire::context ctx,
               std::chrono::milliseconds timeout);
+  ~coordinator();
+  coordinator(const coordinator&) = delete;
+  coordinator& operator=(const coordinator&) = delete;
 
   /// One synchronous data-parallel step: every batch actor trains on its batch `index` of `epoch`,
   /// the gradients are averaged over the workers that had seeds, and every replica applies the
-  /// average. Throws std::runtime_error naming the actor when any request fails or times out.
+  /// average.
   step_result step(std::uint32_t epoch, std::uint64_t index, std::uint64_t global_step);
 
-  /// One decentralized step: every worker runs its batch (pushing computation to the owners of
-  /// its seeds' neighbours, which pull the stale history they read), then the gradients every
-  /// worker accumulated (its own batch and the pushes it served) are averaged over the workers
-  /// that had seeds and applied everywhere.
-  /// When pipelined, the gradient phase of a step runs together with the next step (see
-  /// set_pipelined); call finish_steps() (evaluate and parameters do) to complete the last one.
+  /// One decentralized step: every worker runs its batch (pushing computation to the shards that
+  /// own its seeds' neighbours), then the gradients every worker accumulated are averaged over the
+  /// workers that had seeds and applied everywhere. Pipelined, a step's gradient phase runs with
+  /// the next step; finish_steps() (evaluate and parameters call it) completes the last one.
   step_result step_decentralized(std::uint32_t epoch, std::uint64_t index,
                                  std::uint64_t global_step);
 
   /// Overlap each decentralized step's preparation with the previous step's all-reduce. Results
   /// are the same either way (the forward still waits for the averaged gradient).
-  void set_pipelined(bool on) { pipelined_ = on; }
+  void set_pipelined(bool on);
+  /// Keep every stage span of the coordinator for chrome_trace().
+  void keep_spans();
   /// Reduces and applies the gradient of a step still in flight, if any.
   void finish_steps();
 
   /// Initialises the decentralized pipeline's history with one exact inference pass.
   void init_history(int num_layers, std::uint64_t global_step);
-
   /// Exact layer-wise full-neighbour inference over all partitions; accuracy counts per split.
   eval_result evaluate(int num_layers, std::uint64_t global_step);
-
   /// Every replica's parameters (to check they agree, or to checkpoint).
   std::vector<std::vector<float>> parameters(std::uint64_t global_step);
-
   /// Sum of every actor's counters and the coordinator's own.
   cluster_traffic traffic();
-
-  std::size_t num_parts() const { return batchers_.size(); }
-  /// The coordinator's own phases (step, all-reduce).
-  const stage_log& stages() const { return stages_; }
-  void keep_spans() { stages_.keep_spans(); }
-  /// A Chrome trace event file (JSON object) of every batch actor's stages and the coordinator's
+  /// A Chrome trace event file (JSON object) of every worker's stages and the coordinator's
   /// phases; process p is partition p, the coordinator is process `parts`.
   std::string chrome_trace();
+  /// What the coordinator is doing, answered at once even during a command.
+  coordinator_status status();
+
+  std::size_t num_parts() const { return parts_; }
+  const coordinator_actor& handle() const { return actor_; }
 
  private:
-  using handle = decltype(std::declval<caf::blocking_actor*>()->request(
-      std::declval<batch_actor>(), std::chrono::milliseconds(), step_atom_v, wire_message{}));
-  struct in_flight {
-    const char* what = "";
-    std::vector<handle> handles;
-  };
-  /// Sends message p to actor p of one role; collect() waits for every reply (in part order).
-  template <class Handle, class Atom>
-  in_flight send_all(const std::vector<Handle>& to, Atom atom,
-                     const std::vector<wire_message>& messages, const char* what);
-  std::vector<wire_message> collect(in_flight& f);
-  /// send_all, then collect: the actors work concurrently.
-  template <class Handle, class Atom>
-  std::vector<wire_message> broadcast(const std::vector<Handle>& to, Atom atom,
-                                      const std::vector<wire_message>& messages, const char* what);
-  /// One control message per partition, counted.
-  std::vector<wire_message> control_messages(const wire::control& c);
-  void reduce_and_apply(const std::vector<wire_message>& gradients, int contributors,
-                        std::uint64_t global_step);
-  /// Averages the summed gradients over the contributors and has every replica apply it.
-  void apply_average(std::vector<float> sum, int contributors, std::uint64_t global_step);
-  void count(int part, const wire_message& m);
+  template <class T, class... Ts>
+  T ask(int rounds, Ts&&... xs);
 
   caf::blocking_actor* self_;
-  std::vector<batch_actor> batchers_;
-  std::vector<shard_actor> shards_;
-  std::vector<store_actor> stores_;
-  wire::context ctx_;
+  coordinator_actor actor_;
+  std::size_t parts_;
   std::chrono::milliseconds timeout_;
-  wire::traffic sent_;
-  stage_log stages_;
   bool pipelined_ = false;
-  std::uint64_t applies_sent_ = 0;  ///< averaged gradients every replica has applied
-  struct unreduced_step {
-    std::uint64_t step;
-    int contributors;
-  };
-  std::optional<unreduced_step> unreduced_;  ///< a step whose gradient phase has not run yet
 };
 
 }  // namespace degnn

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "actors/messages.hpp"
@@ -16,34 +17,39 @@ struct wire_request {
   wire_message msg;
 };
 
-template <class Self, class Handle, class Atom>
+/// fail is called once, with (index of the request, error) when it takes them, else (error).
+template <class Self, class Handle, class Atom, class Done, class Fail>
 void gather(Self* self, Atom atom, std::vector<wire_request<Handle, Atom>> requests,
-            std::chrono::milliseconds timeout, std::function<void(std::vector<wire_message>&)> done,
-            std::function<void(const caf::error&)> fail) {
+            std::chrono::milliseconds timeout, Done done, Fail fail) {
   struct pending {
     std::vector<wire_message> replies;
     size_t left = 0;
     bool failed = false;
+    Done done;
+    Fail fail;
   };
-  auto p = std::make_shared<pending>();
+  auto p = std::make_shared<pending>(
+      pending{{}, requests.size(), false, std::move(done), std::move(fail)});
   p->replies.resize(requests.size());
-  p->left = requests.size();
   if (requests.empty()) {
-    done(p->replies);
+    p->done(p->replies);
     return;
   }
   for (size_t i = 0; i < requests.size(); ++i) {
     self->request(requests[i].to, timeout, atom, std::move(requests[i].msg))
         .then(
-            [p, i, done](wire_message& reply) {
+            [p, i](wire_message& reply) {
               if (p->failed) return;
               p->replies[i] = std::move(reply);
-              if (--p->left == 0) done(p->replies);
+              if (--p->left == 0) p->done(p->replies);
             },
-            [p, fail](caf::error& err) {
+            [p, i](caf::error& err) {
               if (p->failed) return;
               p->failed = true;
-              fail(err);
+              if constexpr (std::is_invocable_v<Fail&, std::size_t, const caf::error&>)
+                p->fail(i, err);
+              else
+                p->fail(err);
             });
   }
 }

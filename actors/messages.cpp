@@ -1,6 +1,8 @@
 // Registration of the actor protocol's types and the rendering of its errors.
 #include "actors/messages.hpp"
 
+#include "actors/coordinator.hpp"
+
 namespace degnn {
 
 const char* to_string(actor_errc x) {
@@ -19,6 +21,7 @@ const char* to_string(actor_errc x) {
 
 void add_actor_types(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::degnn>();
+  cfg.add_message_types<caf::id_block::degnn_coordinator>();
   cfg.add_error_category(caf::atom("degnn"),
                          [](std::uint8_t code, caf::atom_value, const caf::message& ctx) {
                            std::string out = to_string(static_cast<actor_errc>(code));

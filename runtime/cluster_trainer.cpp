@@ -61,8 +61,7 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     rec.epoch = epoch + 1;
     if (epoch == 0) rec.setup_bytes = result.init_bytes;
     stopwatch epoch_clock;
-    const std::uint64_t allreduce_before_us =
-        coord.stages().total_us()[static_cast<size_t>(stage::allreduce)];
+    const std::uint64_t allreduce_before_us = coord.status().allreduce_us;
     double loss_sum = 0;
     std::uint64_t correct = 0;
     const std::uint64_t steps = s.max_batches ? std::min(nb, s.max_batches) : nb;
@@ -97,10 +96,7 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     rec.sample_s = stage_s({stage::sample});
     rec.compute_s =
         stage_s({stage::top_layer, stage::expand, stage::forward, stage::backward, stage::compute});
-    rec.allreduce_s =
-        static_cast<double>(coord.stages().total_us()[static_cast<size_t>(stage::allreduce)] -
-                            allreduce_before_us) /
-        1e6;
+    rec.allreduce_s = static_cast<double>(coord.status().allreduce_us - allreduce_before_us) / 1e6;
     rec.comm_s = std::max(0.0, rec.epoch_s - rec.sample_s - rec.compute_s - rec.allreduce_s);
     if (decentralized) {
       const compute_counters w = totals.work - totals_before.work;

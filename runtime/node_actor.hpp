@@ -6,10 +6,11 @@
 
 #include <caf/all.hpp>
 
+#include "actors/coordinator.hpp"
 #include "actors/messages.hpp"
 #include "runtime/worker_actors.hpp"
 
-CAF_BEGIN_TYPE_ID_BLOCK(degnn_runtime, caf::id_block::degnn::end)
+CAF_BEGIN_TYPE_ID_BLOCK(degnn_runtime, caf::id_block::degnn_coordinator::end)
 CAF_ADD_ATOM(degnn_runtime, degnn, greet_atom, "greet")
 CAF_ADD_ATOM(degnn_runtime, degnn, greeted_atom, "greeted")
 CAF_ADD_ATOM(degnn_runtime, degnn, workers_atom, "workers")

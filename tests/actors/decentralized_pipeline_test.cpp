@@ -507,3 +507,73 @@ TEST(DecentralizedShard, ServesAPushAndRejectsAGradientReturnOfTheWrongWidth) {
 
 }  // namespace
 }  // namespace degnn
+
+namespace degnn {
+namespace {
+
+// -- the coordinator actor: status at any time, a failure stops it with one error --
+
+TEST(Coordinator, AnswersStatusWhileAStepRunsAndCountsTheSteps) {
+  const dataset& d = cora();
+  const train_settings s = settings("decentralized", 4, 3);
+  const replica_config rc = full_config(s, d);
+  const wire::context ctx{.cluster_id = cluster_id_for(d.name, s.seed)};
+  in_process_cluster c(d, s, rc, ctx);
+  coordinator coord = c.make_coordinator(ctx, std::chrono::seconds(s.timeout_s));
+  EXPECT_EQ(coord.status().phase(), coordinator_phase::idle);
+  coord.init_history(rc.num_layers, 0);
+  // Two steps queued at once: status answers while they run, in the order they were sent.
+  auto first = c.self->request(coord.handle(), std::chrono::seconds(30), run_step_atom_v,
+                               std::uint32_t{0}, std::uint64_t{0}, std::uint64_t{0}, true);
+  auto second = c.self->request(coord.handle(), std::chrono::seconds(30), run_step_atom_v,
+                                std::uint32_t{0}, std::uint64_t{1}, std::uint64_t{1}, true);
+  const coordinator_status busy = coord.status();
+  EXPECT_NE(busy.phase(), coordinator_phase::failed);
+  EXPECT_LE(busy.steps_done, 2u);
+  int answered = 0;
+  for (auto* h : {&first, &second}) {
+    h->receive([&](step_result& r) { answered += r.seeds > 0; },
+               [&](caf::error& e) { ADD_FAILURE() << c.sys.render(e); });
+  }
+  EXPECT_EQ(answered, 2);
+  coord.finish_steps();
+  const coordinator_status done = coord.status();
+  EXPECT_EQ(done.phase(), coordinator_phase::idle);
+  EXPECT_EQ(done.steps_done, 2u);
+  EXPECT_EQ(done.applies, 2u);
+  EXPECT_EQ(done.step, 1u);
+  EXPECT_GT(done.last_loss, 0.0);
+  EXPECT_TRUE(done.error.empty());
+}
+
+TEST(Coordinator, ALostShardFailsTheStepAndEveryLaterCommandWithOneError) {
+  const dataset& d = cora();
+  train_settings s = settings("decentralized", 4, 2);
+  s.timeout_s = 5;
+  const replica_config rc = full_config(s, d);
+  const wire::context ctx{.cluster_id = cluster_id_for(d.name, s.seed)};
+  in_process_cluster c(d, s, rc, ctx);
+  coordinator coord = c.make_coordinator(ctx, std::chrono::seconds(s.timeout_s));
+  coord.init_history(rc.num_layers, 0);
+  c.self->send_exit(c.handles.shards[2], caf::exit_reason::kill);
+  std::string first_error;
+  try {
+    coord.step_decentralized(0, 0, 0);
+    ADD_FAILURE() << "a step with a dead shard succeeded";
+  } catch (const std::runtime_error& e) {
+    first_error = e.what();
+  }
+  EXPECT_NE(first_error.find("on partition"), std::string::npos) << first_error;
+  const coordinator_status st = coord.status();
+  EXPECT_EQ(st.phase(), coordinator_phase::failed);
+  EXPECT_FALSE(st.error.empty());
+  try {
+    coord.evaluate(rc.num_layers, 1);
+    ADD_FAILURE() << "a failed coordinator evaluated";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(st.error), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace degnn
