@@ -205,7 +205,6 @@ void finish_step(self_ptr self, std::shared_ptr<step_job> job) {
                                               mix64(st.settings.seed ^ mix64(job->step)));
   wire::allreduce_chunk out{.h = {job->step, st.part->part},
                             .round = 0,
-                            .offset = 0,
                             .values = st.replica->gradient(),
                             .loss = s.loss_sum,
                             .seeds = s.seeds,
@@ -218,7 +217,7 @@ void finish_step(self_ptr self, std::shared_ptr<step_job> job) {
 // A step with no training nodes on this part still answers, with a zero gradient and no seeds,
 // so that every worker takes part in every all-reduce.
 wire_message empty_step(batch_state& st, std::uint64_t step) {
-  wire::allreduce_chunk out{.h = {step, st.part->part}, .round = 0, .offset = 0, .values = {}};
+  wire::allreduce_chunk out{.h = {step, st.part->part}, .round = 0, .values = {}};
   out.values.assign(st.replica->parameters().size(), 0.0f);
   auto msg = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
   count(st, kCoordinatorPart, msg);

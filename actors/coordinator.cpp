@@ -144,8 +144,7 @@ void apply_average(self_ptr self, std::vector<float> sum, int contributors, std:
     for (auto& v : sum)
       v *= inv;
   }
-  const wire::allreduce_chunk avg{
-      .h = {step, 0}, .round = 1, .offset = 0, .values = std::move(sum)};
+  const wire::allreduce_chunk avg{.h = {step, 0}, .round = 1, .values = std::move(sum)};
   const auto encoded = wire::encode(st.ctx, avg);
   std::vector<wire_message> out;
   for (size_t p = 0; p < st.batchers.size(); ++p) {

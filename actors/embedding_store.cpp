@@ -10,13 +10,6 @@ namespace {
 
 using self_ptr = store_actor::stateful_pointer<store_state>;
 
-node_id owned_row(const store_state& st, node_id g, const char* what) {
-  if (g < 0 || g >= st.book->num_nodes() || st.book->owner(g) != st.part->part)
-    throw wire::wire_error(std::string(what) + " names node " + std::to_string(g) +
-                           ", not owned here");
-  return st.book->local_id(g);
-}
-
 wire_message serve_get(store_state& st, const wire_message& m) {
   const auto req = wire::decode_embedding_get(st.ctx, m.bytes);
   const int level = req.layer;
@@ -33,9 +26,8 @@ wire_message serve_get(store_state& st, const wire_message& m) {
   rows.cols = features ? static_cast<int>(st.part->features.cols()) : st.table->width(level);
   for (size_t i = 0; i < req.nodes.size(); ++i) {
     const node_id g = req.nodes[i];
-    const node_id l = owned_row(st, g, "embedding_get");
+    const node_id l = st.book->owned_local_id(g, st.part->part, "embedding_get");
     const std::uint64_t version = features ? 0 : st.table->version(level, l);
-    if (version < req.since) continue;  // unchanged since the asker's last refresh
     if (!req.held.empty() && req.held[i] != wire::kNoVersion && version <= req.held[i])
       continue;  // the asker holds this version already
     if (features) {
@@ -77,7 +69,7 @@ wire_message serve_put(store_state& st, const wire_message& m) {
     throw wire::wire_error("put has the wrong number of rows or versions");
   std::vector<node_id> local(rows.nodes.size());
   for (size_t i = 0; i < local.size(); ++i)
-    local[i] = owned_row(st, rows.nodes[i], "put");
+    local[i] = st.book->owned_local_id(rows.nodes[i], st.part->part, "put");
   if (!st.table->holds(level)) {
     if (rows.nodes != st.part->owned)
       throw wire::wire_error("the first put of level " + std::to_string(level) +

@@ -12,16 +12,6 @@ namespace {
 
 using namespace shard_detail;
 
-// The node ids of a request must all be owned here: a wrong one is a routing bug or a hostile
-// peer, never something to answer with another partition's data.
-node_id local_row(const graph_partition& part, const partition_book& book, node_id g) {
-  if (g < 0 || g >= book.num_nodes() || book.owner(g) != part.part) {
-    throw wire::wire_error("request names node " + std::to_string(g) + ", which partition " +
-                           std::to_string(part.part) + " does not own");
-  }
-  return book.local_id(g);
-}
-
 wire_message report(shard_state& st, const wire_message& m) {
   wire::decode_control(st.ctx, m.bytes);  // only a query of this cluster is answered
   return counters_report(st.part->part, st.ctx, st.sent, st.rejected, &st.work, &st.stages);
@@ -50,10 +40,9 @@ wire_message parameters(shard_state& st, const wire_message& m) {
   return pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
 }
 
-}  // namespace
-
-wire_message serve_shard_request(const graph_partition& part, const partition_book& book,
-                                 const wire::context& ctx, const wire_message& request) {
+// The centralized pulls; throws std::invalid_argument for a node the request may not name.
+wire_message serve_pull(const graph_partition& part, const partition_book& book,
+                        const wire::context& ctx, const wire_message& request) {
   switch (static_cast<wire::kind>(request.kind)) {
     case wire::kind::sample_request: {
       const auto req = wire::decode_sample_request(ctx, request.bytes);
@@ -63,7 +52,8 @@ wire_message serve_shard_request(const graph_partition& part, const partition_bo
       res.degrees.reserve(req.nodes.size());
       std::vector<node_id> picked;
       for (node_id g : req.nodes) {
-        const auto row = part.in_neighbors_global(local_row(part, book, g));
+        const auto row =
+            part.in_neighbors_global(book.owned_local_id(g, part.part, "sample_request"));
         // Keyed like the single-process sampler, so a node's pick is the same wherever it is made.
         row_rng rng(row_seed(req.seed, req.h.step, req.layer, g));
         picked.resize(row.size());
@@ -81,7 +71,7 @@ wire_message serve_shard_request(const graph_partition& part, const partition_bo
       res.rows.resize(static_cast<Eigen::Index>(req.nodes.size()), part.features.cols());
       res.degrees.reserve(req.nodes.size());
       for (size_t i = 0; i < req.nodes.size(); ++i) {
-        const node_id l = local_row(part, book, req.nodes[i]);
+        const node_id l = book.owned_local_id(req.nodes[i], part.part, "feature_request");
         res.rows.row(static_cast<Eigen::Index>(i)) = part.features.row(l);
         res.degrees.push_back(static_cast<std::int32_t>(part.indptr[l + 1] - part.indptr[l]));
       }
@@ -91,6 +81,17 @@ wire_message serve_shard_request(const graph_partition& part, const partition_bo
     default:
       throw wire::wire_error("shard " + std::to_string(part.part) + " cannot serve a " +
                              wire::kind_name(static_cast<wire::kind>(request.kind)) + " message");
+  }
+}
+
+}  // namespace
+
+wire_message serve_shard_request(const graph_partition& part, const partition_book& book,
+                                 const wire::context& ctx, const wire_message& request) {
+  try {
+    return serve_pull(part, book, ctx, request);
+  } catch (const std::invalid_argument& e) {
+    throw wire::wire_error(e.what());  // a node the request may not name
   }
 }
 

@@ -128,11 +128,7 @@ wire_message serve_halo(shard_state& st, const wire_message& m) {
   res.h = {req.h.step, st.part->part};
   res.rows.resize(static_cast<Eigen::Index>(req.nodes.size()), rows.cols());
   for (size_t i = 0; i < req.nodes.size(); ++i) {
-    const node_id g = req.nodes[i];
-    if (g < 0 || g >= st.book->num_nodes() || st.book->owner(g) != st.part->part) {
-      throw wire::wire_error("halo_request names node " + std::to_string(g) + ", not owned here");
-    }
-    const node_id l = st.book->local_id(g);
+    const node_id l = st.book->owned_local_id(req.nodes[i], st.part->part, "halo_request");
     res.rows.row(static_cast<Eigen::Index>(i)) = rows.row(l);
     res.degrees.push_back(static_cast<std::int32_t>(st.part->indptr[l + 1] - st.part->indptr[l]));
   }

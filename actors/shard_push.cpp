@@ -251,12 +251,8 @@ caf::result<wire_message> serve_push(self_ptr self, const wire_message& m) {
   if (push.h.sender < 0 || push.h.sender >= num_parts(st))
     throw wire::wire_error("computation_push from unknown part " + std::to_string(push.h.sender));
   for (const auto* list : {&push.neighbors, &push.rows}) {
-    for (node_id u : *list) {
-      if (u >= book.num_nodes() || book.owner(u) != part.part) {
-        throw wire::wire_error("computation_push names node " + std::to_string(u) +
-                               ", not owned here");
-      }
-    }
+    for (node_id u : *list)
+      book.owned_local_id(u, part.part, "computation_push");
   }
   // The weights a push names act as its sequence number: at most one apply ahead of this
   // replica (the previous step's all-reduce may be under way), never behind it.

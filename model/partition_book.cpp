@@ -37,4 +37,12 @@ partition_book::partition_book(std::vector<std::int32_t> owner, int num_parts)
   }
 }
 
+node_id partition_book::owned_local_id(node_id g, int part, const char* what) const {
+  if (g < 0 || g >= num_nodes() || owner(g) != part) {
+    throw std::invalid_argument(std::string(what) + " names node " + std::to_string(g) +
+                                ", which partition " + std::to_string(part) + " does not own");
+  }
+  return local_id(g);
+}
+
 }  // namespace degnn

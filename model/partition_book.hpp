@@ -24,6 +24,10 @@ class partition_book {
   std::int32_t owner(node_id g) const { return owner_[static_cast<size_t>(g)]; }
   /// Position of global node g among its owner's sorted owned ids.
   node_id local_id(node_id g) const { return local_[static_cast<size_t>(g)]; }
+  /// Local id of global node g, which part `part` must own; throws std::invalid_argument naming
+  /// `what` when g is out of range or owned elsewhere (a routing bug or a hostile peer: never a
+  /// reason to answer with another partition's data).
+  node_id owned_local_id(node_id g, int part, const char* what) const;
   /// Global id of local row l of part p.
   node_id global_id(int part, node_id l) const {
     return owned_[static_cast<size_t>(start_[static_cast<size_t>(part)] + l)];

@@ -1,5 +1,6 @@
 # Wire schemas of every DEGNN message that may cross a node. Each root struct starts with a
 # Header (protocol version, cluster id), so a peer of another version or cluster is rejected.
+# Fields are never removed or renumbered: one that is no longer used is renamed obsolete*.
 # Bulk float data travels as Data (little-endian float32, row-major) for speed; ids as List(Int32).
 @0xc4e1a3f2b5d60718;
 
@@ -56,7 +57,7 @@ struct ComputationPush {
   targets @2 :List(Int32);    # batch nodes the partial sums are for
   counts @3 :List(Int32);     # per target: how many of its sampled neighbours live here
   neighbors @4 :List(Int32);  # concatenated neighbour ids (owned by the receiver)
-  fanouts @5 :List(Int32);    # remaining fanouts for local expansion
+  obsoleteFanouts @5 :List(Int32);  # never written: a shard expands with the run's fanouts
   rows @6 :List(Int32);       # nodes (owned by the receiver) whose own h^(layer) row is wanted:
                               # the batch owner's seeds, for their self term
   applies @7 :UInt64;         # averaged gradients the receiver must have applied before it
@@ -67,7 +68,7 @@ struct PartialAggregate {
   header @0 :Header;
   rows @1 :UInt32;
   cols @2 :UInt32;
-  sums @3 :Data;              # per target: sum of W_neigh h_u over its neighbours here (float32)
+  sums @3 :Data;              # per target: sum of h^(layer) of its neighbours here (float32)
   counts @4 :List(Int32);
   ownRows @5 :Data;           # the push's `rows`, in its order, (count x cols) float32
 }
@@ -86,17 +87,19 @@ struct EmbeddingGet {
   header @0 :Header;
   layer @1 :UInt8;
   nodes @2 :List(Int32);
-  since @3 :UInt64;           # only rows whose version is >= since (0: all of them)
+  obsoleteSince @3 :UInt64;   # never written: `held` says which rows the asker has
   held @4 :List(UInt64);      # empty, or per node the version the asker holds: only newer
                               # rows come back (~0: holds none)
 }
 
-struct EmbeddingRows {        # answer to EmbeddingGet, and the body of put / refresh
+struct EmbeddingRows {        # answer to EmbeddingGet; float32, the body of a shard's put to its
+                              # own embedding store
   header @0 :Header;
   layer @1 :UInt8;
   bits @2 :UInt8;             # 32 = float32, else quantized per row with min and scale
   nodes @3 :List(Int32);
-  versions @4 :List(UInt64);  # step at which each row was computed
+  versions @4 :List(UInt64);  # per row: step + 1 of the step that computed it (0: the initial
+                              # exact pass)
   cols @5 :UInt32;
   payload @6 :Data;
   rowMin @7 :List(Float32);
@@ -108,7 +111,7 @@ struct EmbeddingRows {        # answer to EmbeddingGet, and the body of put / re
 struct AllReduceChunk {
   header @0 :Header;
   round @1 :UInt32;
-  offset @2 :UInt64;          # first parameter index of this chunk
+  obsoleteOffset @2 :UInt64;  # never written: a chunk holds every parameter
   values @3 :Data;            # float32
   loss @4 :Float64;           # statistics of the step that made this gradient (summed over seeds)
   seeds @5 :UInt32;
@@ -119,15 +122,15 @@ struct Control {
   header @0 :Header;
   kind @1 :Kind;
   epoch @2 :UInt32;
-  value @3 :Float64;          # loss, accuracy or count, depending on kind
-  text @4 :Text;              # checkpoint path or error text
+  value @3 :Float64;          # step: the batch index
+  text @4 :Text;              # trace: the actor's stage spans as Chrome trace events
   counts @5 :List(UInt64);    # results: accuracy counts, traffic counters
   enum Kind {
     step @0;
-    epoch @1;
+    epoch @1;                 # unused since readiness moved to the node actor (runtime/)
     evaluate @2;
     checkpoint @3;
-    shutdown @4;
+    shutdown @4;              # unused: the node actor stops a node
     result @5;
     gradient @6;
     refresh @7;

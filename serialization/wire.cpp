@@ -318,7 +318,6 @@ bytes encode(const context& c, const allreduce_chunk& m) {
   auto r = mb.initRoot<AllReduceChunk>();
   fill_header(r, c, m.h);
   r.setRound(m.round);
-  r.setOffset(m.offset);
   r.setLoss(m.loss);
   r.setSeeds(m.seeds);
   r.setCorrect(m.correct);
@@ -335,7 +334,6 @@ allreduce_chunk decode_allreduce_chunk(const context& c, std::span<const char> b
     allreduce_chunk m;
     m.h = read_header(r);
     m.round = r.getRound();
-    m.offset = r.getOffset();
     m.loss = r.getLoss();
     m.seeds = r.getSeeds();
     m.correct = r.getCorrect();
@@ -387,7 +385,6 @@ bytes encode(const context& c, const embedding_get& m) {
   auto r = mb.initRoot<EmbeddingGet>();
   fill_header(r, c, m.h);
   r.setLayer(m.layer);
-  r.setSince(m.since);
   set_ints(r.initNodes(static_cast<unsigned>(m.nodes.size())), m.nodes);
   auto held = r.initHeld(static_cast<unsigned>(m.held.size()));
   for (unsigned i = 0; i < m.held.size(); ++i)
@@ -402,7 +399,6 @@ embedding_get decode_embedding_get(const context& c, std::span<const char> b) {
     embedding_get m;
     m.h = read_header(r);
     m.layer = r.getLayer();
-    m.since = r.getSince();
     m.nodes = to_vector(r.getNodes());
     check_ids(rd, m.nodes, "nodes");
     for (auto v : r.getHeld())

@@ -82,7 +82,6 @@ struct row_block {
 struct allreduce_chunk {
   header h;
   std::uint32_t round = 0;
-  std::uint64_t offset = 0;
   std::vector<float> values;
   double loss = 0;  ///< summed over the step's labelled seeds
   std::uint32_t seeds = 0;
@@ -115,14 +114,13 @@ struct embedding_get {
   header h;
   std::uint8_t layer = 0;
   std::vector<node_id> nodes;
-  std::uint64_t since = 0;  ///< only rows with version >= since: a refresh asks for what changed
   /// Empty, or per node the version the asker holds (kNoVersion: none): only newer rows return.
   std::vector<std::uint64_t> held;
 };
 inline constexpr std::uint64_t kNoVersion = ~std::uint64_t{0};
 
-/// Historical embedding rows (kind embedding_rows): the answer to embedding_get, and the body of
-/// put / refresh. payload holds nodes.size() rows of ceil(cols * bits / 8) bytes each, in the
+/// Historical embedding rows (kind embedding_rows): the answer to embedding_get, and (float32) the
+/// body of a shard's put to its own embedding store. payload holds nodes.size() rows of ceil(cols * bits / 8) bytes each, in the
 /// layout of model/quantizer.hpp (raw float32 when bits == 32); row_min / row_scale hold one
 /// float per row (empty allowed when bits == 32); versions[i] is the step row i was computed at.
 struct embedding_rows {

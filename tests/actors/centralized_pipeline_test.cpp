@@ -271,7 +271,7 @@ TEST_P(FourPartitions, TrainsWithIdenticalReplicasAndExactDeterministicTraffic) 
   const std::uint64_t steps = steps_of(s, d, book);
   const std::uint64_t remote = static_cast<std::uint64_t>(s.parts - 1);
   const auto params = model_replica(full_config(s, d)).parameters().size();
-  wire::allreduce_chunk chunk{.h = {1, 1}, .round = 1, .offset = 0};
+  wire::allreduce_chunk chunk{.h = {1, 1}, .round = 1};
   chunk.values.assign(params, 0.0f);
   const std::uint64_t chunk_bytes = wire::encode(ctx, chunk).size();
   const auto ar = static_cast<size_t>(wire::kind::allreduce_chunk);
