@@ -34,24 +34,26 @@ void run_hop(self_ptr self, std::shared_ptr<step_job> job) {
   const int fanout = st.settings.fanouts[job->hop];
   const auto& frontier = job->frontier;
   auto rows = std::make_shared<std::vector<std::vector<node_id>>>(frontier.size());
-  std::map<int, std::vector<size_t>> remote;  // owner -> positions in the frontier
-  for (size_t i = 0; i < frontier.size(); ++i) {
-    const node_id g = frontier[i];
-    const int owner = book.owner(g);
-    if (owner != me) {
-      remote[owner].push_back(i);
-      continue;
-    }
-    const auto row = part.in_neighbors_global(book.local_id(g));
-    row_rng rng(row_seed(st.settings.seed, job->step, job->hop, g));
-    auto& out = (*rows)[i];
-    out.resize(row.size());
-    out.resize(static_cast<size_t>(pick_uniform(row, fanout, rng, out.data())));
-    st.degree[g] = static_cast<std::int32_t>(row.size());
+  owner_groups groups = group_by_owner(book, frontier, me);
+  // The owned rows here, with the skeleton every sampler runs; the others at their owners.
+  std::vector<node_id> own(groups.own.size());
+  for (size_t j = 0; j < own.size(); ++j)
+    own[j] = frontier[groups.own[j]];
+  auto row_of = [&](size_t j) { return part.in_neighbors_global(book.local_id(own[j])); };
+  row_picks picked;
+  sample_rows(own, row_of, fanout, st.settings.seed, job->step, job->hop, picked);
+  for (size_t j = 0, at = 0; j < own.size(); ++j) {
+    const auto n = static_cast<size_t>(picked.counts[j]);
+    (*rows)[groups.own[j]].assign(picked.picks.begin() + static_cast<std::ptrdiff_t>(at),
+                                  picked.picks.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
+    st.degree[own[j]] = static_cast<std::int32_t>(row_of(j).size());
   }
   std::vector<wire_request<shard_actor, sample_atom>> requests;
   std::vector<std::vector<size_t>> positions;
-  for (auto& [owner, pos] : remote) {
+  for (size_t r = 0; r < groups.owners.size(); ++r) {
+    const int owner = groups.owners[r];
+    auto& pos = groups.positions[r];
     wire::sample_request req{.h = {job->step, me},
                              .layer = static_cast<std::uint8_t>(job->hop),
                              .fanout = fanout,
@@ -125,21 +127,20 @@ void run_features(self_ptr self, std::shared_ptr<step_job> job) {
   const int me = part.part;
   const auto& inputs = job->blocks.front().src_nodes;
   job->inputs.resize(static_cast<Eigen::Index>(inputs.size()), part.features.cols());
-  std::map<int, std::vector<size_t>> remote;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const node_id g = inputs[i];
-    const int owner = book.owner(g);
-    if (owner != me) {
-      remote[owner].push_back(i);
-      continue;
-    }
-    const node_id l = book.local_id(g);
+  owner_groups groups = group_by_owner(book, inputs, me);
+  const auto own = static_cast<std::int64_t>(groups.own.size());
+#pragma omp parallel for schedule(static) if (own >= 4096)
+  for (std::int64_t j = 0; j < own; ++j) {
+    const size_t i = groups.own[static_cast<size_t>(j)];
+    const node_id l = book.local_id(inputs[i]);
     job->inputs.row(static_cast<Eigen::Index>(i)) = part.features.row(l);
-    st.degree[g] = static_cast<std::int32_t>(part.indptr[l + 1] - part.indptr[l]);
+    st.degree[inputs[i]] = static_cast<std::int32_t>(part.indptr[l + 1] - part.indptr[l]);
   }
   std::vector<wire_request<shard_actor, feature_atom>> requests;
   std::vector<std::vector<size_t>> positions;
-  for (auto& [owner, pos] : remote) {
+  for (size_t r = 0; r < groups.owners.size(); ++r) {
+    const int owner = groups.owners[r];
+    auto& pos = groups.positions[r];
     wire::row_request req{.h = {job->step, me}, .layer = 0, .nodes = {}};
     req.nodes.reserve(pos.size());
     for (size_t i : pos)

@@ -147,15 +147,15 @@ caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::co
     p.applies = c.counts.front();
   }
   pushes[static_cast<size_t>(me)].rows = job->seeds;
-  job->counts.resize(b);
-  std::vector<node_id> picks;
+  row_picks picked;
+  sample_rows(
+      job->seeds, [&](size_t i) { return part.in_neighbors_global(book.local_id(job->seeds[i])); },
+      st.settings.fanouts[0], st.settings.seed, job->step, 0, picked);
+  job->counts = picked.counts;
+  size_t at = 0;
   for (size_t i = 0; i < b; ++i) {
-    const auto row = part.in_neighbors_global(book.local_id(job->seeds[i]));
-    picks.resize(row.size());
-    row_rng rng(row_seed(st.settings.seed, job->step, 0, job->seeds[i]));
-    picks.resize(static_cast<size_t>(pick_uniform(row, st.settings.fanouts[0], rng, picks.data())));
-    job->counts[i] = static_cast<std::int32_t>(picks.size());
-    for (node_id u : picks) {
+    for (std::int32_t k = 0; k < job->counts[i]; ++k) {
+      const node_id u = picked.picks[at++];
       const auto q = static_cast<size_t>(book.owner(u));
       auto& p = pushes[q];
       auto& targets = job->push_targets[q];

@@ -48,20 +48,18 @@ wire_message serve_pull(const graph_partition& part, const partition_book& book,
       const auto req = wire::decode_sample_request(ctx, request.bytes);
       wire::sample_response res;
       res.h = {req.h.step, part.part};
-      res.counts.reserve(req.nodes.size());
-      res.degrees.reserve(req.nodes.size());
-      std::vector<node_id> picked;
-      for (node_id g : req.nodes) {
-        const auto row =
-            part.in_neighbors_global(book.owned_local_id(g, part.part, "sample_request"));
-        // Keyed like the single-process sampler, so a node's pick is the same wherever it is made.
-        row_rng rng(row_seed(req.seed, req.h.step, req.layer, g));
-        picked.resize(row.size());
-        const auto n = pick_uniform(row, req.fanout, rng, picked.data());
-        res.counts.push_back(n);
-        res.degrees.push_back(static_cast<std::int32_t>(row.size()));
-        res.neighbors.insert(res.neighbors.end(), picked.begin(), picked.begin() + n);
-      }
+      std::vector<node_id> local(req.nodes.size());
+      for (size_t i = 0; i < local.size(); ++i)
+        local[i] = book.owned_local_id(req.nodes[i], part.part, "sample_request");
+      auto row_of = [&](size_t i) { return part.in_neighbors_global(local[i]); };
+      // Keyed like the single-process sampler, so a node's pick is the same wherever it is made.
+      row_picks picked;
+      sample_rows(req.nodes, row_of, req.fanout, req.seed, req.h.step, req.layer, picked);
+      res.counts = std::move(picked.counts);
+      res.neighbors = std::move(picked.picks);
+      res.degrees.resize(local.size());
+      for (size_t i = 0; i < local.size(); ++i)
+        res.degrees[i] = static_cast<std::int32_t>(row_of(i).size());
       return {static_cast<std::uint16_t>(wire::kind::sample_response), wire::encode(ctx, res)};
     }
     case wire::kind::feature_request: {

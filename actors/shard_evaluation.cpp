@@ -46,12 +46,12 @@ caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) 
   if (layer > 1 && st.eval_h.size() < static_cast<size_t>(layer))
     return as_error(st, actor_errc::rejected, "evaluate: layers out of order");
   const auto& part = *st.part;
-  std::map<int, std::vector<size_t>> remote;
-  for (size_t i = 0; i < part.halo.size(); ++i)
-    remote[part.halo_owner[i]].push_back(i);
+  owner_groups groups = group_by_owner(*st.book, part.halo, part.part);
   std::vector<wire_request<shard_actor, halo_atom>> requests;
   std::vector<std::vector<size_t>> positions;
-  for (auto& [owner, pos] : remote) {
+  for (size_t r = 0; r < groups.owners.size(); ++r) {
+    const int owner = groups.owners[r];
+    auto& pos = groups.positions[r];
     wire::row_request req{
         .h = {c.h.step, part.part}, .layer = static_cast<std::uint8_t>(layer - 1), .nodes = {}};
     for (size_t i : pos)

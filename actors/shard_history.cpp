@@ -78,13 +78,13 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
   for (int k = 0; k < std::max(top, 1); ++k)
     widths.push_back(level_width(st, k));
   st.halo.ensure_levels(widths);
-  std::map<int, std::vector<size_t>> by_owner;
-  for (size_t i = 0; i < part.halo.size(); ++i)
-    by_owner[part.halo_owner[i]].push_back(i);
+  const owner_groups groups = group_by_owner(*st.book, part.halo, part.part);
   std::vector<wire_request<store_actor, get_atom>> requests;
   std::vector<wire::embedding_get> asks;
   for (int level = st.halo_features_loaded ? 1 : 0; level < top; ++level) {
-    for (auto& [q, pos] : by_owner) {
+    for (size_t r = 0; r < groups.owners.size(); ++r) {
+      const int q = groups.owners[r];
+      const auto& pos = groups.positions[r];
       // Features never change; history rows come back only when newer than the held version.
       wire::embedding_get req{.h = {c.h.step, part.part},
                               .layer = static_cast<std::uint8_t>(level)};

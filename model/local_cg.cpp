@@ -77,29 +77,28 @@ local_cg expand_local(const graph_partition& part, const partition_book& book,
   cg.remote_leaves.resize(static_cast<size_t>(top_level));
   std::vector<node_id> dst(targets.begin(), targets.end());
   std::vector<std::int32_t> counts;
-  std::vector<node_id> picks;
+  row_picks rows;
   std::vector<float> weights;
   const bool biased = local_bias < 1.0;
   for (int k = top_level - 1; k >= 0; --k) {
     const int hop = num_levels - (k + 1);
     const int fanout = fanouts[static_cast<size_t>(hop)];
-    counts.assign(dst.size(), 0);
-    picks.clear();
-    weights.clear();
-    for (size_t i = 0; i < dst.size(); ++i) {
-      const auto row = part.in_neighbors_global(book.local_id(dst[i]));
-      row_rng rng(row_seed(seed, step, static_cast<std::uint64_t>(hop), dst[i]));
-      if (biased) {
-        counts[i] =
-            pick_locality_biased(row, book, part.part, fanout, local_bias, rng, picks, weights);
-        continue;
+    auto row_of = [&](size_t i) { return part.in_neighbors_global(book.local_id(dst[i])); };
+    if (biased) {
+      // Two strata with weights per row: a serial loop over the rows.
+      counts.assign(dst.size(), 0);
+      rows.picks.clear();
+      weights.clear();
+      for (size_t i = 0; i < dst.size(); ++i) {
+        row_rng rng(row_seed(seed, step, static_cast<std::uint64_t>(hop), dst[i]));
+        counts[i] = pick_locality_biased(row_of(i), book, part.part, fanout, local_bias, rng,
+                                         rows.picks, weights);
       }
-      const size_t at = picks.size();
-      picks.resize(at + row.size());
-      counts[i] = pick_uniform(row, fanout, rng, picks.data() + at);
-      picks.resize(at + static_cast<size_t>(counts[i]));
+    } else {
+      sample_rows(dst, row_of, fanout, seed, step, static_cast<std::uint64_t>(hop), rows);
+      counts.swap(rows.counts);
     }
-    block b = assemble_block(dst, counts, picks, scratch);
+    block b = assemble_block(dst, counts, rows.picks, scratch);
     if (biased) b.edge_weight = weights;  // assemble_block keeps the picks' order
     auto& from = cg.src_from[static_cast<size_t>(k)];
     auto& leaves = cg.remote_leaves[static_cast<size_t>(k)];

@@ -45,4 +45,23 @@ node_id partition_book::owned_local_id(node_id g, int part, const char* what) co
   return local_id(g);
 }
 
+owner_groups group_by_owner(const partition_book& book, std::span<const node_id> nodes,
+                            int self_part) {
+  owner_groups out;
+  std::vector<std::vector<std::size_t>> by_part(static_cast<std::size_t>(book.num_parts()));
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const auto q = book.owner(nodes[i]);
+    if (q == self_part)
+      out.own.push_back(i);
+    else
+      by_part[static_cast<std::size_t>(q)].push_back(i);
+  }
+  for (std::size_t q = 0; q < by_part.size(); ++q) {
+    if (by_part[q].empty()) continue;
+    out.owners.push_back(static_cast<std::int32_t>(q));
+    out.positions.push_back(std::move(by_part[q]));
+  }
+  return out;
+}
+
 }  // namespace degnn

@@ -52,4 +52,14 @@ class partition_book {
   std::vector<node_id> owned_;  ///< all global ids grouped by part, ascending within a part
 };
 
+/// Where a list of nodes goes: the positions (into the list) of the nodes each other part owns,
+/// owners ascending, and the positions of the nodes `self_part` owns.
+struct owner_groups {
+  std::vector<std::int32_t> owners;
+  std::vector<std::vector<std::size_t>> positions;  ///< per entry of owners
+  std::vector<std::size_t> own;
+};
+owner_groups group_by_owner(const partition_book& book, std::span<const node_id> nodes,
+                            int self_part);
+
 }  // namespace degnn

@@ -133,44 +133,17 @@ sampled_batch neighbor_sampler::sample(std::span<const node_id> seeds, std::span
 
 block neighbor_sampler::sample_layer(std::span<const node_id> dst, int fanout, std::uint64_t seed,
                                      std::uint64_t step, std::uint64_t layer) {
-  const auto num_dst = static_cast<std::int64_t>(dst.size());
   constexpr std::int64_t kMaxLocal = std::numeric_limits<std::int32_t>::max();
-
-  // Slot capacities first, so every row knows where to write without coordination.
-  slot_.resize(static_cast<size_t>(num_dst) + 1);
-  slot_[0] = 0;
-  for (std::int64_t i = 0; i < num_dst; ++i) {
-    const edge_offset deg = g_.in_degree(dst[i]);
-    slot_[i + 1] = slot_[i] + ((fanout < 0 || deg <= fanout) ? deg : fanout);
-  }
-  if (slot_[num_dst] + num_dst > kMaxLocal) {
+  const std::int64_t total = sample_rows(
+      dst, [&](size_t i) { return g_.in_neighbors(dst[i]); }, fanout, seed, step, layer, picked_);
+  if (total + static_cast<std::int64_t>(dst.size()) > kMaxLocal) {
     throw std::length_error("sample_blocks: layer " + std::to_string(layer) + " would sample " +
-                            std::to_string(slot_[num_dst]) +
+                            std::to_string(total) +
                             " edges, beyond a block's 32-bit local indices");
-  }
-  picked_.resize(static_cast<size_t>(slot_[num_dst]));
-  picked_count_.resize(static_cast<size_t>(num_dst));
-
-  // Pick phase. Degrees are skewed, so rows are handed out dynamically; each row's engine comes
-  // from its own key, never from the thread, which is what makes thread count irrelevant.
-#pragma omp parallel for schedule(dynamic, 64) if (num_dst >= 256)
-  for (std::int64_t i = 0; i < num_dst; ++i) {
-    row_rng rng(row_seed(seed, step, layer, dst[i]));
-    picked_count_[i] =
-        pick_uniform(g_.in_neighbors(dst[i]), fanout, rng, picked_.data() + slot_[i]);
-  }
-
-  // Relabel phase (shared with the distributed batch owners): compact the rows' picks in place —
-  // every row's slot starts at or after the total of the rows before it — then relabel.
-  std::int64_t written = 0;
-  for (std::int64_t i = 0; i < num_dst; ++i) {
-    std::copy_n(picked_.data() + slot_[i], picked_count_[i], picked_.data() + written);
-    written += picked_count_[i];
   }
   block b;
   try {
-    b = assemble_block(dst, picked_count_, std::span(picked_.data(), static_cast<size_t>(written)),
-                       local_);
+    b = assemble_block(dst, picked_.counts, picked_.picks, local_);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("sample_blocks: a seed appears twice in the batch (") +
                                 e.what() + ")");

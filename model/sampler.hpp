@@ -3,6 +3,7 @@
 // Also the deterministic seed shuffler that cuts an epoch into batches.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -52,6 +53,56 @@ struct row_rng {
 std::int32_t pick_uniform(std::span<const node_id> neighbors, std::int32_t k, row_rng& rng,
                           node_id* out);
 
+// -- the row-sampling skeleton --
+
+/// Picks of a list of rows: counts[i] picks of row i, concatenated in row order in `picks`.
+/// Reused across calls, it allocates only when a call needs more room than the last.
+struct row_picks {
+  std::vector<std::int32_t> counts;
+  std::vector<node_id> picks;
+  std::vector<std::int64_t> slot;  ///< where row i writes: slot[i] .. slot[i+1]
+};
+
+/// The one parallel skeleton every sampler of DEGNN runs: row i has the in-neighbours row_of(i)
+/// (a std::span<const node_id>) and the key ids[i]; k = fanout of them (all when fanout < 0) are
+/// picked uniformly with the engine of row_seed(seed, step, layer, ids[i]). Capacities first, so
+/// each row writes its own slots, then the picks in parallel: any thread count gives the same
+/// result. Returns the total number of picks.
+template <class RowOf>
+std::int64_t sample_rows(std::span<const node_id> ids, RowOf&& row_of, int fanout,
+                         std::uint64_t seed, std::uint64_t step, std::uint64_t layer,
+                         row_picks& out) {
+  const auto n = static_cast<std::int64_t>(ids.size());
+  out.slot.resize(static_cast<size_t>(n) + 1);
+  out.slot[0] = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto deg = static_cast<std::int64_t>(row_of(static_cast<size_t>(i)).size());
+    out.slot[static_cast<size_t>(i) + 1] =
+        out.slot[static_cast<size_t>(i)] + ((fanout < 0 || deg <= fanout) ? deg : fanout);
+  }
+  out.picks.resize(static_cast<size_t>(out.slot[static_cast<size_t>(n)]));
+  out.counts.resize(static_cast<size_t>(n));
+  // Degrees are skewed, so rows are handed out dynamically; each row's engine comes from its own
+  // key, never from the thread.
+#pragma omp parallel for schedule(dynamic, 64) if (n >= 256)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto u = static_cast<size_t>(i);
+    row_rng rng(row_seed(seed, step, layer, ids[u]));
+    out.counts[u] = pick_uniform(row_of(u), fanout, rng, out.picks.data() + out.slot[u]);
+  }
+  // A policy may take fewer than its capacity: compact in place (a row's slot starts at or after
+  // the total of the rows before it).
+  std::int64_t written = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto u = static_cast<size_t>(i);
+    if (written != out.slot[u])
+      std::copy_n(out.picks.data() + out.slot[u], out.counts[u], out.picks.data() + written);
+    written += out.counts[u];
+  }
+  out.picks.resize(static_cast<size_t>(written));
+  return written;
+}
+
 // -- sampler --
 
 /// Reusable sampler over one graph. Owns a dense global->local scratch (4 bytes per graph node)
@@ -75,10 +126,8 @@ class neighbor_sampler {
                      std::uint64_t step, std::uint64_t layer);
 
   const csr_graph& g_;
-  std::vector<std::int32_t> local_;         ///< global id -> local src index, -1 when untouched
-  std::vector<node_id> picked_;             ///< pick slots, row i at picked_[slot_[i]..]
-  std::vector<std::int64_t> slot_;          ///< size num_dst + 1, capacity prefix sums
-  std::vector<std::int32_t> picked_count_;  ///< how many the policy wrote into row i's slots
+  std::vector<std::int32_t> local_;  ///< global id -> local src index, -1 when untouched
+  row_picks picked_;                 ///< the rows' picks of the layer being sampled
 };
 
 /// Convenience wrapper: builds a neighbor_sampler for one call (allocates its scratch each time;
