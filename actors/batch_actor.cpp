@@ -3,6 +3,7 @@
 #include "actors/batch_actor.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "actors/batch_internal.hpp"
@@ -27,13 +28,19 @@ caf::result<wire_message> gradient_phase(self_ptr self, const wire_message& m) {
   st.weights.forget_upto(c.h.step);
   ++st.gradient_phases_open;
   auto rp = self->make_response_promise<wire_message>();
-  auto close_phase = [self] {
+  // Steps waiting for this phase push once it committed; if it failed, their history would not
+  // be the previous step's, so they fail too.
+  auto close_phase = [self](bool committed) {
     auto& st = self->state;
-    if (--st.gradient_phases_open > 0) return;
+    if (--st.gradient_phases_open > 0 && committed) return;
     auto waiting = std::move(st.after_gradient_phase);
     st.after_gradient_phase.clear();
-    for (auto& fn : waiting)
-      fn();
+    for (auto& d : waiting) {
+      if (committed)
+        d.run();
+      else
+        d.fail("the gradient phase before this step failed");
+    }
   };
   self->request(st.shards[static_cast<size_t>(st.part->part)], st.settings.timeout, gradient_atom_v,
                 m)
@@ -53,13 +60,15 @@ caf::result<wire_message> gradient_phase(self_ptr self, const wire_message& m) {
               rp.deliver(std::move(msg));
             } catch (const std::exception& e) {
               rp.deliver(as_error(st, actor_errc::internal, e.what()));
+              close_phase(false);
+              return;
             }
-            close_phase();
+            close_phase(true);
           },
           [self, rp, close_phase](caf::error& err) mutable {
             rp.deliver(as_error(self->state, actor_errc::peer_failed,
                                 "gradient phase of the shard failed: " + caf::to_string(err)));
-            close_phase();
+            close_phase(false);
           });
   return rp;
 }
@@ -107,10 +116,12 @@ caf::result<wire_message> parameters(self_ptr self, const wire_message& m) {
             auto& st = self->state;
             wire::allreduce_chunk out{.h = {step, st.part->part},
                                       .values = st.replica->parameters()};
-            const auto shard = wire::decode_allreduce_chunk(st.ctx, shard_reply.bytes);
-            if (shard.values != out.values) {
-              rp.deliver(as_error(st, actor_errc::internal,
-                                  "the shard's replica differs from the batch actor's"));
+            try {
+              const auto shard = wire::decode_allreduce_chunk(st.ctx, shard_reply.bytes);
+              if (shard.values != out.values)
+                throw std::runtime_error("the shard's replica differs from the batch actor's");
+            } catch (const std::exception& e) {
+              rp.deliver(as_error(st, actor_errc::internal, e.what()));
               return;
             }
             auto msg = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
@@ -127,6 +138,12 @@ caf::result<wire_message> parameters(self_ptr self, const wire_message& m) {
 }  // namespace
 
 namespace batch_detail {
+
+std::uint64_t batch_index(const wire::control& c) {
+  if (!(c.value >= 0 && c.value < 9007199254740992.0) || c.value != std::floor(c.value))
+    throw wire::wire_error("step control with batch index " + std::to_string(c.value));
+  return static_cast<std::uint64_t>(c.value);
+}
 
 const std::vector<node_id>& seeds_of(batch_state& st, std::uint32_t epoch, std::uint64_t index) {
   static const std::vector<node_id> none;
@@ -209,6 +226,13 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
       },
       [self](view_atom, const peer_view& v) {
         auto& st = self->state;
+        // Once, from whoever wires the cluster, with one entry per partition.
+        const auto parts = static_cast<size_t>(st.book->num_parts());
+        if (st.has_view || v.batchers.size() != parts || v.shards.size() != parts ||
+            v.stores.size() != parts) {
+          ++st.rejected;
+          return;
+        }
         st.batchers = handles_of<batch_actor>(v.batchers);
         st.shards = handles_of<shard_actor>(v.shards);
         st.has_view = true;

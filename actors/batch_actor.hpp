@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "actors/messages.hpp"
@@ -43,7 +44,11 @@ struct batch_state {
   /// Decentralized: gradient phases handed to the shard and not answered yet; a step's pushes
   /// wait for them (so that every history read of the step follows the previous commit).
   int gradient_phases_open = 0;
-  std::vector<std::function<void()>> after_gradient_phase;
+  struct deferred_step {
+    std::function<void()> run;                     ///< sends the step's pushes
+    std::function<void(const std::string&)> fail;  ///< the gradient phase before it failed
+  };
+  std::vector<deferred_step> after_gradient_phase;
   stage_log stages;  ///< time per pipeline stage (and, when tracing, the spans)
 };
 

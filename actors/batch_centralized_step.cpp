@@ -232,7 +232,7 @@ caf::result<wire_message> start_centralized_step(self_ptr self, const wire::cont
   if (st.train_global.empty()) return empty_step(st, c.h.step);
   auto job = std::make_shared<step_job>();
   job->step = c.h.step;
-  job->seeds = seeds_of(st, c.epoch, static_cast<std::uint64_t>(c.value));
+  job->seeds = seeds_of(st, c.epoch, batch_index(c));
   job->frontier = job->seeds;
   job->blocks.resize(st.settings.fanouts.size());
   job->rp = self->make_response_promise<wire_message>();

@@ -21,6 +21,9 @@ inline void count(batch_state& st, int to_part, const wire_message& m) {
   if (to_part != st.part->part) st.sent.add(static_cast<wire::kind>(m.kind), m.bytes.size());
 }
 
+/// The batch index a step control names; throws wire::wire_error unless a whole number >= 0.
+std::uint64_t batch_index(const wire::control& c);
+
 /// This epoch's seeds of batch `index` (parts with fewer batches wrap around); empty when the
 /// part has no training nodes.
 const std::vector<node_id>& seeds_of(batch_state& st, std::uint32_t epoch, std::uint64_t index);

@@ -103,7 +103,8 @@ void send_pushes(self_ptr self, std::shared_ptr<owner_job> job,
         auto& st = self->state;
         st.stages.add(stage::push_wait, job->step, pushed_at, stage_log::now_us());
         st.weights.when_ready(
-            job->step, st.stages, [self, job, replies = std::move(replies)]() mutable {
+            job->step, st.stages,
+            [self, job, replies = std::move(replies)]() mutable {
               try {
                 finish_owner_step(self, job, replies);
               } catch (const std::exception& e) {
@@ -111,6 +112,11 @@ void send_pushes(self_ptr self, std::shared_ptr<owner_job> job,
                 job->rp.deliver(as_error(self->state, actor_errc::rejected,
                                          std::string("decentralized step: ") + e.what()));
               }
+            },
+            [self, job] {
+              job->rp.deliver(as_error(
+                  self->state, actor_errc::internal,
+                  "step " + std::to_string(job->step) + " ended before its weights arrived"));
             });
       },
       [self, job](const caf::error& err) {
@@ -135,7 +141,7 @@ caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::co
     throw wire::wire_error("a second step control for step " + std::to_string(job->step) +
                            " names different weights");
   stage_timer sampling(st.stages, stage::sample, job->step);
-  job->seeds = seeds_of(st, c.epoch, static_cast<std::uint64_t>(c.value));
+  job->seeds = seeds_of(st, c.epoch, batch_index(c));
   const auto b = job->seeds.size();
   // Hop 0 from the owner's own in-edges (the seeds are owned here), grouped by owner. Every part
   // gets a push, empty or not, so a shard knows when it has all of a step's pushes.
@@ -171,9 +177,13 @@ caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::co
   job->rp = self->make_response_promise<wire_message>();
   sampling.end();
   if (st.gradient_phases_open > 0) {
-    st.after_gradient_phase.push_back([self, job, pushes = std::move(pushes)]() mutable {
-      send_pushes(self, job, std::move(pushes));
-    });
+    st.after_gradient_phase.push_back({[self, job, pushes = std::move(pushes)]() mutable {
+                                         send_pushes(self, job, std::move(pushes));
+                                       },
+                                       [self, job](const std::string& why) {
+                                         job->rp.deliver(
+                                             as_error(self->state, actor_errc::internal, why));
+                                       }});
   } else {
     send_pushes(self, job, std::move(pushes));
   }

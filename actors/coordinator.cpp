@@ -43,6 +43,12 @@ struct coordinator_state {
 };
 
 using self_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
+
+// A failed coordinator stays failed: a chain still running after its command failed (the other
+// half of a pipelined step) must not make it look busy or idle again.
+void enter(coordinator_state& st, coordinator_phase p) {
+  if (st.status.phase() != coordinator_phase::failed) st.status.set_phase(p);
+}
 using done_fn = std::function<void()>;
 using fail_fn = std::function<void(const std::string&)>;
 
@@ -60,7 +66,7 @@ void run_next(self_ptr self) {
 void command_done(self_ptr self) {
   auto& st = self->state;
   st.busy = false;
-  if (st.status.phase() != coordinator_phase::failed) st.status.set_phase(coordinator_phase::idle);
+  if (st.status.phase() != coordinator_phase::failed) enter(st, coordinator_phase::idle);
   run_next(self);
 }
 
@@ -75,7 +81,11 @@ caf::result<T> enqueue(self_ptr self, Run run) {
       command_done(self);
       return;
     }
-    fail_fn fail = [self, rp](const std::string& why) mutable {
+    // A command answers once: the first failure of any of its chains wins.
+    auto answered = std::make_shared<bool>(false);
+    fail_fn fail = [self, rp, answered](const std::string& why) mutable {
+      if (*answered) return;
+      *answered = true;
       self->state.status.set_phase(coordinator_phase::failed);
       self->state.status.error = why;
       rp.deliver(actor_error(actor_errc::peer_failed, why));
@@ -107,7 +117,15 @@ void all(self_ptr self, const std::vector<Handle>& to, Atom atom, std::vector<wi
   std::vector<wire_request<Handle, Atom>> requests;
   for (size_t p = 0; p < to.size(); ++p)
     requests.push_back({to[p], std::move(msgs[p])});
-  gather(self, atom, std::move(requests), self->state.timeout, std::move(then),
+  // A reply that cannot be read (a malformed or hostile peer) fails the command.
+  auto guarded = [then = std::move(then), fail, what](std::vector<wire_message>& replies) mutable {
+    try {
+      then(replies);
+    } catch (const std::exception& e) {
+      fail(std::string(what) + ": " + e.what());
+    }
+  };
+  gather(self, atom, std::move(requests), self->state.timeout, std::move(guarded),
          [self, what, fail](std::size_t p, const caf::error& e) {
            fail(std::string(what) + " on partition " + std::to_string(p) +
                 " failed: " + self->system().render(e));
@@ -136,7 +154,7 @@ std::vector<wire::allreduce_chunk> chunks(const coordinator_state& st,
 void apply_average(self_ptr self, std::vector<float> sum, int contributors, std::uint64_t step,
                    std::int64_t began_us, done_fn done, fail_fn fail) {
   auto& st = self->state;
-  st.status.set_phase(coordinator_phase::reducing);
+  enter(st, coordinator_phase::reducing);
   // Each worker's gradient is of its mean loss; the average over workers is what DistDGL's
   // synchronous data parallelism applies.
   if (contributors > 1) {
@@ -189,7 +207,7 @@ void finish_steps(self_ptr self, done_fn done, fail_fn fail) {
     done();
     return;
   }
-  st.status.set_phase(coordinator_phase::reducing);
+  enter(st, coordinator_phase::reducing);
   const auto u = *st.unreduced;
   all(
       self, st.batchers, gradient_atom_v,
@@ -347,7 +365,7 @@ void decentralized_step(self_ptr self, caf::typed_response_promise<step_result> 
 void evaluate_layers(self_ptr self, int layer, int layers, std::uint64_t step,
                      std::function<void(const eval_result&)> done, fail_fn fail) {
   auto& st = self->state;
-  st.status.set_phase(coordinator_phase::evaluating);
+  enter(st, coordinator_phase::evaluating);
   all(
       self, st.shards, eval_atom_v,
       control_messages(st, {.h = {step, 0},
@@ -391,7 +409,7 @@ void init_history(self_ptr self, caf::typed_response_promise<bool> rp, fail_fn f
       self, layers, step,
       [self, rp, fail, step](const eval_result&) mutable {
         auto& st = self->state;
-        st.status.set_phase(coordinator_phase::history);
+        enter(st, coordinator_phase::history);
         all(
             self, st.shards, init_hist_atom_v,
             control_messages(st, {.h = {step, 0}, .what = wire::control_kind::init_history}),
@@ -433,7 +451,7 @@ void add_counts(cluster_traffic& t, std::vector<std::uint64_t> counts) {
 
 void report(self_ptr self, caf::typed_response_promise<cluster_report> rp, fail_fn fail) {
   auto& st = self->state;
-  st.status.set_phase(coordinator_phase::reporting);
+  enter(st, coordinator_phase::reporting);
   // Reports stay uncounted: they measure the traffic, they are not part of it.
   const wire::control c{.h = {0, 0}, .what = wire::control_kind::result};
   const std::vector<wire_message> asks(st.batchers.size(),
@@ -485,7 +503,7 @@ std::string trace_header(int parts) {
 
 void trace(self_ptr self, caf::typed_response_promise<std::string> rp, fail_fn fail) {
   auto& st = self->state;
-  st.status.set_phase(coordinator_phase::reporting);
+  enter(st, coordinator_phase::reporting);
   const wire::control c{.h = {0, 0}, .what = wire::control_kind::trace};
   auto events = std::make_shared<std::string>(trace_header(static_cast<int>(st.batchers.size())));
   auto add = [self, events](std::vector<wire_message>& replies) {
@@ -528,7 +546,7 @@ coordinator_actor::behavior_type coordinator_behavior(
              bool decentralized) {
         return enqueue<step_result>(self, [=](auto rp, fail_fn fail) {
           auto& st = self->state;
-          st.status.set_phase(coordinator_phase::stepping);
+          enter(st, coordinator_phase::stepping);
           st.status.epoch = epoch;
           st.status.step = step;
           (decentralized ? decentralized_step : centralized_step)(self, rp, fail, epoch, index,
@@ -567,7 +585,7 @@ coordinator_actor::behavior_type coordinator_behavior(
               self,
               [self, rp, fail, step]() mutable {
                 auto& st = self->state;
-                st.status.set_phase(coordinator_phase::reporting);
+                enter(st, coordinator_phase::reporting);
                 // The replies are counted by the batch actors.
                 all(
                     self, st.batchers, params_atom_v,

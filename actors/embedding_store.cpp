@@ -67,6 +67,10 @@ wire_message serve_put(store_state& st, const wire_message& m) {
   if (values.rows() != static_cast<Eigen::Index>(rows.nodes.size()) ||
       rows.versions.size() != rows.nodes.size())
     throw wire::wire_error("put has the wrong number of rows or versions");
+  for (auto v : rows.versions) {
+    if (v != rows.versions.front())
+      throw wire::wire_error("put holds rows of several versions: a put is one step's commit");
+  }
   std::vector<node_id> local(rows.nodes.size());
   for (size_t i = 0; i < local.size(); ++i)
     local[i] = st.book->owned_local_id(rows.nodes[i], st.part->part, "put");

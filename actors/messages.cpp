@@ -19,6 +19,18 @@ const char* to_string(actor_errc x) {
   return "unknown error";
 }
 
+wire::allreduce_chunk decode_average(const wire::context& ctx, const wire_message& m,
+                                     std::size_t num_parameters) {
+  auto avg = wire::decode_allreduce_chunk(ctx, m.bytes);
+  if (avg.round != 1 || avg.h.sender != 0)
+    throw wire::wire_error("allreduce_chunk is not an averaged gradient of the coordinator");
+  if (avg.values.size() != num_parameters) {
+    throw wire::wire_error("averaged gradient has " + std::to_string(avg.values.size()) +
+                           " values, the model " + std::to_string(num_parameters));
+  }
+  return avg;
+}
+
 void add_actor_types(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::degnn>();
   cfg.add_message_types<caf::id_block::degnn_coordinator>();

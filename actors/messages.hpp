@@ -132,6 +132,11 @@ std::vector<Handle> handles_of(const std::vector<caf::strong_actor_ptr>& ptrs) {
   return out;
 }
 
+/// The coordinator's averaged gradient (round 1, sent by partition 0) for a replica of
+/// `num_parameters`; throws wire::wire_error for anything else (only that average is applied).
+wire::allreduce_chunk decode_average(const wire::context& ctx, const wire_message& m,
+                                     std::size_t num_parameters);
+
 /// Registers the message types and renders actor_errc in errors.
 void add_actor_types(caf::actor_system_config& cfg);
 

@@ -20,13 +20,7 @@ wire_message report(shard_state& st, const wire_message& m) {
 // The averaged gradient, handed on by this worker's batch actor.
 wire_message apply(self_ptr self, const wire_message& m) {
   auto& st = self->state;
-  const auto avg = wire::decode_allreduce_chunk(st.ctx, m.bytes);
-  if (avg.round != 1 || avg.h.sender != kCoordinatorPart)
-    throw wire::wire_error("allreduce_chunk is not an averaged gradient of the coordinator");
-  if (avg.values.size() != st.replica->parameters().size()) {
-    throw wire::wire_error("averaged gradient has " + std::to_string(avg.values.size()) +
-                           " values, the model " + std::to_string(st.replica->parameters().size()));
-  }
+  const auto avg = decode_average(st.ctx, m, st.replica->parameters().size());
   st.replica->apply_gradient(avg.values);
   // A decentralized step accumulates from pushes of several owners: start from zero.
   if (st.settings.decentralized) st.replica->model().zero_grad();
@@ -194,6 +188,13 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
       },
       [self](view_atom, const peer_view& v) {
         auto& st = self->state;
+        // Once, from whoever wires the cluster, with one entry per partition.
+        const auto parts = static_cast<size_t>(st.book->num_parts());
+        if (st.has_view || v.batchers.size() != parts || v.shards.size() != parts ||
+            v.stores.size() != parts) {
+          ++st.rejected;
+          return;
+        }
         st.shards = handles_of<shard_actor>(v.shards);
         st.stores = handles_of<store_actor>(v.stores);
         st.has_view = true;

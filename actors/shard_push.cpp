@@ -262,14 +262,13 @@ caf::result<wire_message> serve_push(self_ptr self, const wire_message& m) {
                            std::to_string(push.applies) + ", this replica has applied " +
                            std::to_string(applied));
   }
-  if (!st.served.count(step) && st.served.size() >= kMaxServedSteps) {
+  const auto held = st.served.find(step);
+  if (held == st.served.end() && st.served.size() >= kMaxServedSteps) {
     throw wire::wire_error("computation_push for step " + std::to_string(step) + ": " +
                            std::to_string(kMaxServedSteps) + " steps already held");
   }
-  served_step& s = st.served[step];
-  if (s.pushes.empty()) s.pushes.resize(static_cast<size_t>(num_parts(st)));
-  auto& slot = s.pushes[static_cast<size_t>(push.h.sender)];
-  if (slot || s.computed) {
+  if (held != st.served.end() &&
+      (held->second.computed || held->second.pushes[static_cast<size_t>(push.h.sender)])) {
     throw wire::wire_error("a second computation_push from part " + std::to_string(push.h.sender) +
                            " for step " + std::to_string(step));
   }
@@ -280,6 +279,10 @@ caf::result<wire_message> serve_push(self_ptr self, const wire_message& m) {
                            " applied gradients, another push of step " + std::to_string(step) +
                            " said " + std::to_string(*st.weights.needed(step)));
   }
+  // Valid: only now does the step take a slot.
+  served_step& s = st.served[step];
+  if (s.pushes.empty()) s.pushes.resize(static_cast<size_t>(num_parts(st)));
+  auto& slot = s.pushes[static_cast<size_t>(push.h.sender)];
   auto rp = self->make_response_promise<wire_message>();
   slot = served_push{.push = std::move(push), .rp = rp};
   if (++s.received == num_parts(st)) compute_step(self, step);

@@ -33,16 +33,19 @@ class weight_gate {
     return n && applied_ >= *n;
   }
   /// Runs fn now if the weights of `step` are there, else once they are (the wait is logged as
-  /// stage weights_wait).
-  void when_ready(std::uint64_t step, stage_log& log, std::function<void()> fn) {
+  /// stage weights_wait). dropped, if given, runs instead when the step is forgotten first.
+  void when_ready(std::uint64_t step, stage_log& log, std::function<void()> fn,
+                  std::function<void()> dropped = {}) {
     if (ready(step)) {
       fn();
       return;
     }
-    waiting_.emplace_back(step, [&log, step, since = stage_log::now_us(), fn = std::move(fn)] {
-      log.add(stage::weights_wait, step, since, stage_log::now_us());
-      fn();
-    });
+    waiting_.push_back({step,
+                        [&log, step, since = stage_log::now_us(), fn = std::move(fn)] {
+                          log.add(stage::weights_wait, step, since, stage_log::now_us());
+                          fn();
+                        },
+                        std::move(dropped)});
   }
   /// One more averaged gradient applied; runs the work that can now run.
   void applied_one() {
@@ -55,8 +58,8 @@ class weight_gate {
     for (bool ran = true; ran;) {
       ran = false;
       for (std::size_t i = 0; i < waiting_.size(); ++i) {
-        if (!ready(waiting_[i].first)) continue;
-        auto fn = std::move(waiting_[i].second);
+        if (!ready(waiting_[i].step)) continue;
+        auto fn = std::move(waiting_[i].run);
         waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
         fn();
         ran = true;
@@ -64,16 +67,29 @@ class weight_gate {
       }
     }
   }
-  /// Forgets steps up to `upto`: their work can no longer run (their requests failed or ended).
+  /// Forgets steps up to `upto`: their work can no longer run (their requests failed or ended);
+  /// each is told through its `dropped` callback, so that nothing waits for it.
   void forget_upto(std::uint64_t upto) {
     needed_.erase(needed_.begin(), needed_.upper_bound(upto));
-    std::erase_if(waiting_, [upto](const auto& w) { return w.first <= upto; });
+    std::vector<item> dropped;
+    std::erase_if(waiting_, [&](item& w) {
+      if (w.step > upto) return false;
+      dropped.push_back(std::move(w));
+      return true;
+    });
+    for (auto& w : dropped) {
+      if (w.dropped) w.dropped();
+    }
   }
 
  private:
   std::uint64_t applied_ = 0;
   std::map<std::uint64_t, std::uint64_t> needed_;  ///< by step
-  std::vector<std::pair<std::uint64_t, std::function<void()>>> waiting_;
+  struct item {
+    std::uint64_t step;
+    std::function<void()> run, dropped;
+  };
+  std::vector<item> waiting_;
 };
 
 }  // namespace degnn

@@ -16,6 +16,7 @@ struct node_state {
   worker_actors local;
   wire::context ctx;
   std::set<std::int32_t> greeted;  ///< peers whose connection to this node is set up
+  bool has_view = false;           ///< the local workers know every peer
 };
 
 node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state> self, int id,
@@ -34,7 +35,20 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
             {self->state.local.batch}, {self->state.local.shard}, {self->state.local.store}};
         return h.view();
       },
+      [self](view_atom, const peer_view& all) -> caf::result<bool> {
+        auto& st = self->state;
+        if (st.has_view) return actor_error(actor_errc::rejected, "the view is given once");
+        self->send(st.local.shard, view_atom_v, all);
+        self->send(st.local.batch, view_atom_v, all);
+        st.has_view = true;
+        return true;
+      },
       [self](ready_atom, const peer_view& all) -> caf::result<bool> {
+        if (!self->state.has_view)
+          return actor_error(actor_errc::not_ready, "node " + std::to_string(self->state.id) +
+                                                        " is still connecting to its peers");
+        if (all.shards.size() != all.batchers.size() || all.stores.size() != all.batchers.size())
+          return actor_error(actor_errc::rejected, "a view with lists of different lengths");
         // A traffic report of every other node's actors: answered by each, counted by none.
         const wire::control ask{.h = {0, self->state.id}, .what = wire::control_kind::result};
         const auto msg = pack(wire::kind::control, wire::encode(self->state.ctx, ask));

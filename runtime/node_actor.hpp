@@ -22,11 +22,14 @@ namespace degnn {
 
 /// greet (node id of a peer that connected -> this node's id), greeted (node id -> whether it
 /// greeted; asked locally), workers (-> this node's batch actor, shard and store, one entry each),
-/// ready (every node's workers -> true once each remote one answered a report), bye (-> true, then
-/// the node actor quits and its node stops).
+/// view (every node's workers, from the local runtime once connected -> handed to the local
+/// workers), ready (every node's workers -> true once this node has its view and each remote
+/// actor answered a report; not_ready before the view), bye (-> true, then the node actor quits
+/// and its node stops).
 using node_actor = caf::typed_actor<caf::replies_to<greet_atom, std::int32_t>::with<std::int32_t>,
                                     caf::replies_to<greeted_atom, std::int32_t>::with<bool>,
                                     caf::replies_to<workers_atom>::with<peer_view>,
+                                    caf::replies_to<view_atom, peer_view>::with<bool>,
                                     caf::replies_to<ready_atom, peer_view>::with<bool>,
                                     caf::replies_to<bye_atom>::with<bool>>;
 

@@ -46,9 +46,8 @@ std::vector<endpoint> parse_peers(const std::string& text) {
     } catch (...) {
       port = -1;
     }
-    if (port < 1 || port > 65533)
-      throw config_error("--peers: bad port in '" + item +
-                         "' (1..65533; P+1 and P+2 are used too)");
+    if (port < 1 || port > 65535)
+      throw config_error("--peers: bad port in '" + item + "' (1..65535)");
     out.push_back({item.substr(0, colon), static_cast<std::uint16_t>(port)});
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -192,7 +191,9 @@ int run_node(int argc, char** argv) {
     throw;
   }
   const peer_view all = view.view();
-  send_view(self, local, all);
+  // Through the node actor, which answers node 0's readiness question only from now on.
+  self->request(node, std::chrono::seconds(10), view_atom_v, all)
+      .receive([](bool) {}, [&](caf::error& e) { fail("the view: " + sys.render(e)); });
   std::fprintf(stderr, "node %d: connected to %zu peers\n", id, n - 1);
 
   if (id != 0) {
