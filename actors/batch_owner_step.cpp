@@ -54,8 +54,13 @@ void finish_owner_step(self_ptr self, const std::shared_ptr<owner_job>& job,
   std::vector<std::int32_t> labels(job->seeds.size());
   for (size_t i = 0; i < labels.size(); ++i)
     labels[i] = st.part->labels[st.book->local_id(job->seeds[i])];
+  std::vector<std::int32_t> degrees(job->seeds.size());
+  for (size_t i = 0; i < degrees.size(); ++i) {
+    const node_id l = st.book->local_id(job->seeds[i]);
+    degrees[i] = static_cast<std::int32_t>(st.part->indptr[l + 1] - st.part->indptr[l]);
+  }
   const top_step top =
-      st.replica->train_top_layer(job->seeds, h_self, std::move(sum), job->counts, labels);
+      st.replica->train_top_layer(job->seeds, h_self, std::move(sum), job->counts, labels, degrees);
   std::vector<wire_request<shard_actor, grad_ret_atom>> returns;
   for (size_t q = 0; q < job->push_targets.size(); ++q) {
     wire::gradient_return g{.h = {job->step, me}};

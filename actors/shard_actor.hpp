@@ -29,6 +29,7 @@ namespace degnn {
 /// One push as the shard serves it, and the gradient that came back for it.
 struct served_push {
   wire::computation_push push;
+  std::vector<float> neighbor_scale;  ///< GCN: per listed neighbour, 1/sqrt(degree + 1)
   caf::typed_response_promise<wire_message> rp;
   std::optional<wire::gradient_return> grad;
 };

@@ -7,6 +7,7 @@
 // the step's rows to this partition's embedding store: both keep a run bit-deterministic whatever
 // order messages arrive in.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -35,7 +36,8 @@ std::vector<push_view> views_of(const served_step& s) {
   std::vector<push_view> out;
   out.reserve(s.pushes.size());
   for (const auto& p : s.pushes)
-    out.push_back({p->push.rows, p->push.targets, p->push.counts, p->push.neighbors});
+    out.push_back(
+        {p->push.rows, p->push.targets, p->push.counts, p->push.neighbors, p->neighbor_scale});
   return out;
 }
 
@@ -283,8 +285,19 @@ caf::result<wire_message> serve_push(self_ptr self, const wire_message& m) {
   served_step& s = st.served[step];
   if (s.pushes.empty()) s.pushes.resize(static_cast<size_t>(num_parts(st)));
   auto& slot = s.pushes[static_cast<size_t>(push.h.sender)];
+  // GCN: a neighbour's row enters its target's sum as h_u / sqrt(d_u + 1); the owner applies
+  // the target's own factor (DESIGN.md section 2, the same normalisation as model/aggregate).
+  std::vector<float> scale;
+  if (st.replica->config().model == "gcn") {
+    scale.reserve(push.neighbors.size());
+    for (node_id u : push.neighbors) {
+      const node_id l = book.local_id(u);
+      const auto degree = static_cast<double>(part.indptr[l + 1] - part.indptr[l]);
+      scale.push_back(static_cast<float>(1.0 / std::sqrt(degree + 1.0)));
+    }
+  }
   auto rp = self->make_response_promise<wire_message>();
-  slot = served_push{.push = std::move(push), .rp = rp};
+  slot = served_push{.push = std::move(push), .neighbor_scale = std::move(scale), .rp = rp};
   if (++s.received == num_parts(st)) compute_step(self, step);
   return rp;
 }

@@ -117,7 +117,9 @@ local_cg expand_local(const graph_partition& part, const partition_book& book,
           from[i] = l;
         }
       } else {
-        b.src_degree[i] = 0;  // unknown here; GraphSAGE does not use it
+        // Its full in-degree, kept with the partition (GCN normalises by it).
+        const auto at = std::lower_bound(part.halo.begin(), part.halo.end(), g) - part.halo.begin();
+        b.src_degree[i] = part.halo_degree[static_cast<size_t>(at)];
         from[i] = -1 - static_cast<std::int32_t>(leaves.size());
         leaves.push_back(g);
       }
@@ -206,12 +208,11 @@ void backward_local_cg(gnn_model& model, const local_cg& cg, const local_cg_stat
 }
 
 Matrix top_forward(const gnn_model& model, std::span<const node_id> seeds, const Matrix& h_self,
-                   const Matrix& agg, std::span<const std::int32_t> counts,
-                   top_layer_state& state) {
-  if (model.config().kind != model_kind::sage) {
-    throw std::invalid_argument(
-        "the decentralized pipeline supports GraphSAGE only (partial sums of a mean)");
-  }
+                   const Matrix& agg, std::span<const std::int32_t> counts, top_layer_state& state,
+                   std::span<const std::int32_t> degrees) {
+  const bool gcn = model.config().kind == model_kind::gcn;
+  if (gcn && degrees.size() != seeds.size())
+    throw std::invalid_argument("top_forward: GCN needs every seed's in-degree");
   const auto b = static_cast<std::int32_t>(seeds.size());
   block& vb = state.virtual_block;
   vb.src_nodes.assign(seeds.begin(), seeds.end());
@@ -224,6 +225,7 @@ Matrix top_forward(const gnn_model& model, std::span<const node_id> seeds, const
     vb.indptr[static_cast<size_t>(i) + 1] = static_cast<std::int32_t>(vb.indices.size());
   }
   vb.src_degree.assign(vb.src_nodes.size(), 0);
+  if (gcn) std::copy(degrees.begin(), degrees.end(), vb.src_degree.begin());
   Matrix h_src(2 * b, h_self.cols());
   h_src.topRows(b) = h_self;
   h_src.bottomRows(b) = agg;

@@ -71,15 +71,18 @@ Matrix forward_local_cg(const gnn_model& model, const local_cg& cg, const Matrix
 void backward_local_cg(gnn_model& model, const local_cg& cg, const local_cg_state& state,
                        Matrix grad_top);
 
-/// The batch owner's last layer (GraphSAGE only) from self rows and neighbour means:
-/// logits (B, C) = h_self W_self + agg W_neigh + b, where agg row i is the mean of seed i's
-/// sampled neighbours (zero when it has none: has_neighbors[i] false).
+/// The batch owner's last layer from self rows and one aggregate row per seed: seed i's only
+/// "neighbour" is a virtual row holding agg_i (none when counts[i] is 0). GraphSAGE: logits
+/// (B, C) = h_self W_self + agg W_neigh + b with agg_i the neighbour mean. GCN: the layer's
+/// normalisation over that virtual block with degrees[i] the seed's full in-degree (see
+/// model_replica::train_top_layer for the agg_i that gives the GCN of the sampled neighbours).
 struct top_layer_state {
   block virtual_block;  ///< seed i's only "neighbour" is a virtual row holding agg_i
   layer_cache cache;
 };
 Matrix top_forward(const gnn_model& model, std::span<const node_id> seeds, const Matrix& h_self,
-                   const Matrix& agg, std::span<const std::int32_t> counts, top_layer_state& state);
+                   const Matrix& agg, std::span<const std::int32_t> counts, top_layer_state& state,
+                   std::span<const std::int32_t> degrees = {});
 /// Accumulates the last layer's weight gradients; returns d loss / d h_self and d loss / d agg.
 void top_backward(gnn_model& model, const top_layer_state& state, const Matrix& grad_logits,
                   Matrix& grad_self, Matrix& grad_agg);

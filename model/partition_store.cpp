@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::int32_t kFormatVersion = 1;
+// 2: per halo node its full in-degree (GCN normalisation of remote leaves).
+constexpr std::int32_t kFormatVersion = 2;
 constexpr char kPartMagic[8] = {'D', 'E', 'G', 'N', 'N', 'P', 'T', '1'};
 constexpr char kBookMagic[8] = {'D', 'E', 'G', 'N', 'N', 'P', 'B', '1'};
 constexpr const char* kMetaName = "partitions.meta";
@@ -243,6 +244,7 @@ void write_partition_file(const fs::path& file, const graph_partition& p, std::u
   w.put(p.test.data(), p.test.size());
   w.put(p.halo.data(), p.halo.size());
   w.put(p.halo_owner.data(), p.halo_owner.size());
+  w.put(p.halo_degree.data(), p.halo_degree.size());
   w.finish();
 }
 
@@ -297,6 +299,9 @@ void validate_partition(const graph_partition& p, const bin_reader& r) {
     if (o < 0 || o >= p.num_parts || o == p.part)
       throw r.fail("halo node " + std::to_string(g) + " has owner " + std::to_string(o) +
                    ", not another part");
+    if (p.halo_degree[i] < 0 || p.halo_degree[i] >= n)
+      throw r.fail("halo node " + std::to_string(g) + " has in-degree " +
+                   std::to_string(p.halo_degree[i]));
   }
 }
 
@@ -354,8 +359,11 @@ graph_partition extract_partition(const dataset& d, const partition_book& book, 
   remote.erase(std::unique(remote.begin(), remote.end()), remote.end());
   p.halo = std::move(remote);
   p.halo_owner.resize(p.halo.size());
-  for (size_t i = 0; i < p.halo.size(); ++i)
+  p.halo_degree.resize(p.halo.size());
+  for (size_t i = 0; i < p.halo.size(); ++i) {
     p.halo_owner[i] = book.owner(p.halo[i]);
+    p.halo_degree[i] = static_cast<std::int32_t>(g.in_degree(p.halo[i]));
+  }
 
   p.features.resize(static_cast<Eigen::Index>(rows), d.features.cols());
   p.labels.resize(rows);
@@ -550,7 +558,7 @@ graph_partition load_partition(const fs::path& dir, int part) {
   const u128 expected = sizeof h + 4 * u128(h.num_owned) + 8 * (u128(h.num_owned) + 1) +
                         8 * u128(h.num_edges) + 4 * u128(h.num_owned) * u128(h.num_features) +
                         4 * u128(h.num_owned) + 4 * u128(h.num_train + h.num_valid + h.num_test) +
-                        8 * u128(h.num_halo) + 8;
+                        12 * u128(h.num_halo) + 8;
   check_size(r, expected);
 
   graph_partition p;
@@ -570,6 +578,7 @@ graph_partition load_partition(const fs::path& dir, int part) {
   p.test.resize(static_cast<size_t>(h.num_test));
   p.halo.resize(static_cast<size_t>(h.num_halo));
   p.halo_owner.resize(static_cast<size_t>(h.num_halo));
+  p.halo_degree.resize(static_cast<size_t>(h.num_halo));
   r.get(p.owned.data(), p.owned.size());
   r.get(p.indptr.data(), p.indptr.size());
   r.get(p.src_global.data(), p.src_global.size());
@@ -581,6 +590,7 @@ graph_partition load_partition(const fs::path& dir, int part) {
   r.get(p.test.data(), p.test.size());
   r.get(p.halo.data(), p.halo.size());
   r.get(p.halo_owner.data(), p.halo_owner.size());
+  r.get(p.halo_degree.data(), p.halo_degree.size());
   r.verify_checksum();
   validate_partition(p, r);
   return p;

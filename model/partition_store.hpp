@@ -34,6 +34,7 @@ struct graph_partition {
   std::vector<node_id> train, valid, test;  ///< local ids, ascending
   std::vector<node_id> halo;                ///< remote in-neighbours: global ids, sorted, unique
   std::vector<std::int32_t> halo_owner;     ///< owner of halo[i]
+  std::vector<std::int32_t> halo_degree;    ///< full in-degree of halo[i] (GCN normalisation)
 
   node_id num_owned() const { return static_cast<node_id>(owned.size()); }
   edge_offset num_edges() const { return indptr.back(); }

@@ -60,11 +60,16 @@ void gather_partial_sums(const push_plan& plan, std::size_t p, const push_view& 
                          const std::vector<Matrix>& outs, Eigen::Index width, Matrix& sums,
                          Matrix& own_rows) {
   sums = Matrix::Zero(static_cast<Eigen::Index>(push.targets.size()), width);
+  const bool scaled = !push.neighbor_scale.empty();
   std::size_t j = 0;
   for (std::size_t t = 0; t < push.targets.size(); ++t) {
     for (std::int32_t k = 0; k < push.counts[t]; ++k, ++j) {
       const auto [g, r] = plan.neighbor_at[p][j];
-      sums.row(static_cast<Eigen::Index>(t)) += outs[static_cast<std::size_t>(g)].row(r);
+      if (scaled)
+        sums.row(static_cast<Eigen::Index>(t)) +=
+            push.neighbor_scale[j] * outs[static_cast<std::size_t>(g)].row(r);
+      else
+        sums.row(static_cast<Eigen::Index>(t)) += outs[static_cast<std::size_t>(g)].row(r);
     }
   }
   const auto& row_at = plan.row_at[p];
@@ -84,11 +89,16 @@ std::vector<Matrix> scatter_gradients(const push_plan& plan, std::span<const pus
     out[g] = Matrix::Zero(static_cast<Eigen::Index>(plan.graphs[g].size()), width);
   for (std::size_t p = 0; p < pushes.size(); ++p) {
     const push_view& push = pushes[p];
+    const bool scaled = !push.neighbor_scale.empty();
     std::size_t j = 0;
     for (std::size_t t = 0; t < push.targets.size(); ++t) {
       for (std::int32_t k = 0; k < push.counts[t]; ++k, ++j) {
         const auto [g, r] = plan.neighbor_at[p][j];
-        out[static_cast<std::size_t>(g)].row(r) += grads[p]->row(static_cast<Eigen::Index>(t));
+        if (scaled)
+          out[static_cast<std::size_t>(g)].row(r) +=
+              push.neighbor_scale[j] * grads[p]->row(static_cast<Eigen::Index>(t));
+        else
+          out[static_cast<std::size_t>(g)].row(r) += grads[p]->row(static_cast<Eigen::Index>(t));
       }
     }
     for (std::size_t i = 0; i < plan.row_at[p].size(); ++i) {

@@ -19,6 +19,9 @@ struct push_view {
   std::span<const node_id> targets;      ///< the owner's seeds with neighbours here
   std::span<const std::int32_t> counts;  ///< per target: how many of `neighbors` are its
   std::span<const node_id> neighbors;    ///< concatenated per target
+  /// Empty, or per entry of neighbors the factor its row enters the sum with (GCN: 1/sqrt of
+  /// the neighbour's degree + 1); the gradient goes back with the same factor.
+  std::span<const float> neighbor_scale = {};
 };
 
 /// Fusion levels: 0 one sub-graph per target (and per asked row), 1 one per push (nodes shared by
@@ -41,7 +44,8 @@ struct push_plan {
 push_plan plan_pushes(std::span<const push_view> pushes, fusion_level level,
                       std::vector<std::int32_t>& scratch);
 
-/// The answer to push p: sums (targets, width) of its targets' neighbours' rows and own_rows
+/// The answer to push p: sums (targets, width) of its targets' neighbours' rows (each times its
+/// neighbor_scale, if any) and own_rows
 /// (rows, width), read from outs[g] (sub-graph g's target rows).
 void gather_partial_sums(const push_plan& plan, std::size_t p, const push_view& push,
                          const std::vector<Matrix>& outs, Eigen::Index width, Matrix& sums,

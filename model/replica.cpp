@@ -61,22 +61,47 @@ step_stats model_replica::train_step(const sampled_batch& batch, const Matrix& i
 
 top_step model_replica::train_top_layer(std::span<const node_id> seeds, const Matrix& h_self,
                                         Matrix partial_sum, std::span<const std::int32_t> counts,
-                                        std::span<const std::int32_t> labels) {
+                                        std::span<const std::int32_t> labels,
+                                        std::span<const std::int32_t> degrees) {
   top_step out;
   const auto b = static_cast<Eigen::Index>(seeds.size());
   if (b == 0) return out;
-  // The mean is linear: sum of the shards' partial sums over the neighbour count.
+  const bool gcn = model_.config().kind == model_kind::gcn;
+  // Per seed, what its summed partial sums are multiplied by before the layer. GraphSAGE: the
+  // mean is linear, 1 / count. GCN: the layer weighs its one virtual neighbour row by
+  // unbias_vb / sqrt(d + 1) (model/aggregate.hpp with a count of 1); the sampled neighbours need
+  // unbias / sqrt(d + 1), unbias = d / count for a sampled row: the factor is their ratio.
+  std::vector<float> factor(static_cast<size_t>(b), 1.0f);
   for (Eigen::Index i = 0; i < b; ++i) {
-    if (counts[static_cast<size_t>(i)] > 0)
+    const auto c = counts[static_cast<size_t>(i)];
+    if (c <= 0) continue;
+    if (!gcn) {
+      factor[static_cast<size_t>(i)] = 1.0f / static_cast<float>(c);
+      continue;
+    }
+    const auto d = static_cast<double>(degrees[static_cast<size_t>(i)]);
+    const double unbias = c < d ? d / c : 1.0;
+    const double unbias_virtual = 1 < d ? d : 1.0;
+    factor[static_cast<size_t>(i)] = static_cast<float>(unbias / unbias_virtual);
+  }
+  for (Eigen::Index i = 0; i < b; ++i) {
+    if (counts[static_cast<size_t>(i)] <= 0) continue;
+    // (SAGE keeps its division, as the single-process mean does.)
+    if (gcn)
+      partial_sum.row(i) *= factor[static_cast<size_t>(i)];
+    else
       partial_sum.row(i) /= static_cast<float>(counts[static_cast<size_t>(i)]);
   }
   top_layer_state top;
-  const Matrix logits = top_forward(model_, seeds, h_self, partial_sum, counts, top);
+  const Matrix logits = top_forward(model_, seeds, h_self, partial_sum, counts, top, degrees);
   out.stats = classification_loss(logits, labels, grad_logits_);
   top_backward(model_, top, grad_logits_, out.grad_self, out.grad_partial);
-  // d loss / d (a shard's partial sum of seed i) = d loss / d mean_i / count_i.
+  // d loss / d (a shard's partial sum of seed i) = d loss / d agg_i * factor_i.
   for (Eigen::Index i = 0; i < b; ++i) {
-    if (counts[static_cast<size_t>(i)] > 0)
+    if (counts[static_cast<size_t>(i)] <= 0) continue;
+    if (gcn)
+      out.grad_partial.row(i) *= factor[static_cast<size_t>(i)];
+    else
       out.grad_partial.row(i) /= static_cast<float>(counts[static_cast<size_t>(i)]);
   }
   return out;

@@ -56,10 +56,13 @@ class model_replica {
   /// Decentralized pipeline, the batch owner's part of a step: the last layer of `seeds` from
   /// their own rows h_self (B, width) and the sum of every shard's partial neighbour sums
   /// partial_sum (B, width) over counts[i] sampled neighbours, the loss, and its backward, which
-  /// accumulates the last layer's weight gradients (zero_grad is the caller's).
+  /// accumulates the last layer's weight gradients (zero_grad is the caller's). GraphSAGE: the
+  /// partial sums are of the neighbours' rows. GCN: of h_u / sqrt(d_u + 1), and degrees[i] is
+  /// seed i's full in-degree d_i.
   top_step train_top_layer(std::span<const node_id> seeds, const Matrix& h_self, Matrix partial_sum,
                            std::span<const std::int32_t> counts,
-                           std::span<const std::int32_t> labels);
+                           std::span<const std::int32_t> labels,
+                           std::span<const std::int32_t> degrees = {});
 
   /// Current gradient, flattened in parameter order.
   std::vector<float> gradient() const;

@@ -115,9 +115,9 @@ train_settings read_train_settings(const option_set& opts) {
   s.overlap = !opts.flag("no-overlap");
   s.threads = static_cast<int>(opts.integer("threads", 0, 1024));
   s.local_bias = opts.real("local-bias", 0.01, 1);
-  if (s.pipeline == "decentralized" && s.model.model != "sage") {
-    throw config_error(
-        "--pipeline decentralized supports --model sage only (partial sums of a mean)");
+  if (s.local_bias < 1 && s.model.model != "sage") {
+    // The stratified picks carry importance weights that only the weighted GraphSAGE mean uses.
+    throw config_error("--local-bias below 1 needs --model sage (GCN would ignore its weights)");
   }
   return s;
 }

@@ -7,6 +7,8 @@
 #   DATASET synthetic: a 100k-node DC-SBM graph (8 classes, homophily 0.5, feature signal 0.25,
 #     generated once under /tmp/degnn-bench), hidden 64, batch 1024, 20 epochs.
 #   DEGNN_ACC_BIAS (default "0.5"): local-bias values to run with 8-bit history; "" for none.
+#   DEGNN_ACC_BITS (default "8 4 2"): history widths of the decentralized runs.
+#   DEGNN_ACC_MODEL (default sage): gcn reads configs/pubmed_gcn.conf on Pubmed (no local bias).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=${1:-3}
@@ -16,7 +18,7 @@ bin=${DEGNN_BUILD_DIR:-build}/runtime/degnn
 case "$dataset" in
   pubmed)
     "$bin" partition --data data/pubmed --parts 4 --method metis --seed 1 --out /tmp/degnn-acc-pubmed-4 >/dev/null
-    common=(--config-file=configs/pubmed_sage.conf --partitions /tmp/degnn-acc-pubmed-4 --layers 3
+    common=(--config-file=configs/pubmed_${DEGNN_ACC_MODEL:-sage}.conf --partitions /tmp/degnn-acc-pubmed-4 --layers 3
             --fanouts 10,10,10 --epochs 30 --eval-every 3 --no-progress) ;;
   synthetic)
     data=/tmp/degnn-bench/synth-mid-100k
@@ -24,11 +26,12 @@ case "$dataset" in
       --features 64 --classes 8 --homophily 0.5 --signal 0.25 >/dev/null
     [ -f "$data-4/partitions.meta" ] || "$bin" partition --data "$data" --parts 4 --method metis --seed 1 \
       --out "$data-4" >/dev/null
-    common=(--data "$data" --partitions "$data-4" --layers 3 --fanouts 10,10,10 --hidden 64
+    common=(--data "$data" --partitions "$data-4" --model "${DEGNN_ACC_MODEL:-sage}" --layers 3 --fanouts 10,10,10 --hidden 64
             --batch-size 1024 --epochs 20 --eval-every 4 --no-progress) ;;
   *) echo "unknown dataset $dataset (pubmed or synthetic)" >&2; exit 2 ;;
 esac
-runs=("centralized 32 1" "decentralized 8 1" "decentralized 4 1" "decentralized 2 1")
+runs=("centralized 32 1")
+for bits in ${DEGNN_ACC_BITS-8 4 2}; do runs+=("decentralized $bits 1"); done
 for bias in ${DEGNN_ACC_BIAS-0.5}; do runs+=("decentralized 8 $bias"); done
 out=$(mktemp)
 for seed in $(seq "$seeds"); do

@@ -158,8 +158,11 @@ TEST(PartitionStore, HaloIsExactlyTheSetOfRemoteInNeighbours) {
     const graph_partition p = extract_partition(d, book, k);
     EXPECT_EQ(p.halo, std::vector<node_id>(expected.begin(), expected.end())) << "part " << k;
     ASSERT_EQ(p.halo_owner.size(), p.halo.size());
-    for (size_t i = 0; i < p.halo.size(); ++i)
+    ASSERT_EQ(p.halo_degree.size(), p.halo.size());
+    for (size_t i = 0; i < p.halo.size(); ++i) {
       EXPECT_EQ(p.halo_owner[i], book.owner(p.halo[i]));
+      EXPECT_EQ(p.halo_degree[i], d.graph.in_degree(p.halo[i]));
+    }
   }
 }
 
@@ -223,6 +226,7 @@ TEST(PartitionStore, WriteThenLoadReproducesEveryPartitionExactly) {
     EXPECT_EQ(b.test, a.test);
     EXPECT_EQ(b.halo, a.halo);
     EXPECT_EQ(b.halo_owner, a.halo_owner);
+    EXPECT_EQ(b.halo_degree, a.halo_degree);
   }
 }
 
@@ -230,7 +234,7 @@ TEST(PartitionStore, WritesAHumanReadableMetaFile) {
   written_pubmed w;
   std::ifstream in(w.dir.path / "partitions.meta");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const char* line : {"format_version=1\n", "dataset=pubmed\n", "num_nodes=19717\n",
+  for (const char* line : {"format_version=2\n", "dataset=pubmed\n", "num_nodes=19717\n",
                            "num_parts=4\n", "method=metis\n", "seed=11\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
   }
