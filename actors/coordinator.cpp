@@ -10,47 +10,12 @@
 // status is answered at once in every phase.
 #include "actors/coordinator.hpp"
 
-#include <deque>
-#include <functional>
 #include <memory>
-#include <optional>
 
-#include "actors/gather.hpp"
-#include "actors/worker_settings.hpp"
+#include "actors/coordinator_internal.hpp"
 
 namespace degnn {
-
-namespace {
-
-struct coordinator_state {
-  static constexpr const char* name = "degnn.coordinator";
-  std::vector<batch_actor> batchers;
-  std::vector<shard_actor> shards;
-  std::vector<store_actor> stores;
-  wire::context ctx;
-  std::chrono::milliseconds timeout{60000};
-  wire::traffic sent;
-  stage_log stages;
-  bool pipelined = false;
-  struct unreduced_step {
-    std::uint64_t step;
-    int contributors;
-  };
-  std::optional<unreduced_step> unreduced;  ///< a step whose gradient phase has not run yet
-  coordinator_status status;
-  std::deque<std::function<void()>> queue;  ///< commands behind the running one
-  bool busy = false;
-};
-
-using self_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
-
-// A failed coordinator stays failed: a chain still running after its command failed (the other
-// half of a pipelined step) must not make it look busy or idle again.
-void enter(coordinator_state& st, coordinator_phase p) {
-  if (st.status.phase() != coordinator_phase::failed) st.status.set_phase(p);
-}
-using done_fn = std::function<void()>;
-using fail_fn = std::function<void(const std::string&)>;
+namespace coordinator_detail {
 
 // -- running commands one at a time --
 
@@ -70,35 +35,6 @@ void command_done(self_ptr self) {
   run_next(self);
 }
 
-/// Queues a command; run(rp, fail) delivers its answer and calls command_done (fail does both).
-template <class T, class Run>
-caf::result<T> enqueue(self_ptr self, Run run) {
-  auto rp = self->make_response_promise<T>();
-  self->state.queue.push_back([self, rp, run]() mutable {
-    auto& st = self->state;
-    if (st.status.phase() == coordinator_phase::failed) {
-      rp.deliver(actor_error(actor_errc::internal, st.status.error));
-      command_done(self);
-      return;
-    }
-    // A command answers once: the first failure of any of its chains wins.
-    auto answered = std::make_shared<bool>(false);
-    fail_fn fail = [self, rp, answered](const std::string& why) mutable {
-      if (*answered) return;
-      *answered = true;
-      self->state.status.set_phase(coordinator_phase::failed);
-      self->state.status.error = why;
-      rp.deliver(actor_error(actor_errc::peer_failed, why));
-      command_done(self);
-    };
-    run(rp, fail);
-  });
-  run_next(self);
-  return rp;
-}
-
-// -- talking to one role's actors --
-
 std::vector<wire_message> control_messages(coordinator_state& st, const wire::control& c) {
   std::vector<wire_message> out;
   for (size_t p = 0; p < st.batchers.size(); ++p) {
@@ -107,29 +43,6 @@ std::vector<wire_message> control_messages(coordinator_state& st, const wire::co
     if (p != kCoordinatorPart) st.sent.add(wire::kind::control, out.back().bytes.size());
   }
   return out;
-}
-
-/// Sends message p to actor p of one role at once; then(replies in partition order), or fail
-/// naming the partition whose request failed.
-template <class Handle, class Atom, class Then>
-void all(self_ptr self, const std::vector<Handle>& to, Atom atom, std::vector<wire_message> msgs,
-         const char* what, Then then, fail_fn fail) {
-  std::vector<wire_request<Handle, Atom>> requests;
-  for (size_t p = 0; p < to.size(); ++p)
-    requests.push_back({to[p], std::move(msgs[p])});
-  // A reply that cannot be read (a malformed or hostile peer) fails the command.
-  auto guarded = [then = std::move(then), fail, what](std::vector<wire_message>& replies) mutable {
-    try {
-      then(replies);
-    } catch (const std::exception& e) {
-      fail(std::string(what) + ": " + e.what());
-    }
-  };
-  gather(self, atom, std::move(requests), self->state.timeout, std::move(guarded),
-         [self, what, fail](std::size_t p, const caf::error& e) {
-           fail(std::string(what) + " on partition " + std::to_string(p) +
-                " failed: " + self->system().render(e));
-         });
 }
 
 // Decodes each reply as an allreduce_chunk, refusing any other kind.
@@ -360,176 +273,37 @@ void decentralized_step(self_ptr self, caf::typed_response_promise<step_result> 
       fail);
 }
 
-// -- evaluation and history --
+}  // namespace coordinator_detail
 
-void evaluate_layers(self_ptr self, int layer, int layers, std::uint64_t step,
-                     std::function<void(const eval_result&)> done, fail_fn fail) {
-  auto& st = self->state;
-  enter(st, coordinator_phase::evaluating);
-  all(
-      self, st.shards, eval_atom_v,
-      control_messages(st, {.h = {step, 0},
-                            .what = wire::control_kind::evaluate,
-                            .epoch = static_cast<std::uint32_t>(layer)}),
-      "evaluate",
-      [self, layer, layers, step, done, fail](std::vector<wire_message>& replies) {
-        if (layer < layers) {
-          evaluate_layers(self, layer + 1, layers, step, done, fail);
-          return;
-        }
-        eval_result result;
-        for (const auto& m : replies) {
-          const auto r = wire::decode_control(self->state.ctx, m.bytes);
-          if (r.counts.size() != 6) {
-            fail("evaluate: malformed accuracy counts");
-            return;
-          }
-          for (size_t s = 0; s < 3; ++s) {
-            result.correct[s] += r.counts[2 * s];
-            result.total[s] += r.counts[2 * s + 1];
-          }
-        }
-        done(result);
-      },
-      fail);
-}
+namespace {
 
-void evaluate(self_ptr self, int layers, std::uint64_t step,
-              std::function<void(const eval_result&)> done, fail_fn fail) {
-  // Evaluate the weights every step so far produced.
-  finish_steps(
-      self,
-      [self, layers, step, done, fail] { evaluate_layers(self, 1, layers, step, done, fail); },
-      fail);
-}
+using namespace coordinator_detail;
 
-void init_history(self_ptr self, caf::typed_response_promise<bool> rp, fail_fn fail, int layers,
-                  std::uint64_t step) {
-  evaluate(
-      self, layers, step,
-      [self, rp, fail, step](const eval_result&) mutable {
-        auto& st = self->state;
-        enter(st, coordinator_phase::history);
-        all(
-            self, st.shards, init_hist_atom_v,
-            control_messages(st, {.h = {step, 0}, .what = wire::control_kind::init_history}),
-            "init history",
-            [self, rp, fail, step](std::vector<wire_message>&) mutable {
-              // Halo features (once: they never change) and the initial history, before the
-              // first step.
-              auto& st = self->state;
-              all(
-                  self, st.shards, refresh_atom_v,
-                  control_messages(st, {.h = {step, 0}, .what = wire::control_kind::refresh}),
-                  "halo refresh",
-                  [self, rp](std::vector<wire_message>&) mutable {
-                    rp.deliver(true);
-                    command_done(self);
-                  },
-                  fail);
-            },
-            fail);
-      },
-      fail);
-}
-
-// -- reports --
-
-// A report is the traffic counters, then (workers) the work counters and the time per stage.
-void add_counts(cluster_traffic& t, std::vector<std::uint64_t> counts) {
-  constexpr size_t traffic_size = 2 * wire::kNumKinds + 1;
-  constexpr size_t work_end = traffic_size + compute_counters::kSize;
-  if (counts.size() == work_end + kNumStages) {
-    t.work += compute_counters::from_list(
-        std::vector<std::uint64_t>(counts.begin() + traffic_size, counts.begin() + work_end));
-    for (int k = 0; k < kNumStages; ++k)
-      t.stage_us[static_cast<size_t>(k)] += counts[work_end + static_cast<size_t>(k)];
-    counts.resize(traffic_size);
-  }
-  t.rejected += t.sent.add_report(counts);
-}
-
-void report(self_ptr self, caf::typed_response_promise<cluster_report> rp, fail_fn fail) {
-  auto& st = self->state;
-  enter(st, coordinator_phase::reporting);
-  // Reports stay uncounted: they measure the traffic, they are not part of it.
-  const wire::control c{.h = {0, 0}, .what = wire::control_kind::result};
-  const std::vector<wire_message> asks(st.batchers.size(),
-                                       pack(wire::kind::control, wire::encode(st.ctx, c)));
-  auto t = std::make_shared<cluster_traffic>();
-  auto add = [self, t](std::vector<wire_message>& replies) {
-    for (const auto& m : replies)
-      add_counts(*t, wire::decode_control(self->state.ctx, m.bytes).counts);
-  };
-  all(
-      self, st.batchers, report_atom_v, asks, "traffic report",
-      [self, rp, fail, asks, add, t](std::vector<wire_message>& replies) mutable {
-        add(replies);
-        all(
-            self, self->state.shards, report_atom_v, asks, "traffic report of a shard",
-            [self, rp, fail, asks, add, t](std::vector<wire_message>& replies) mutable {
-              add(replies);
-              all(
-                  self, self->state.stores, report_atom_v, asks, "traffic report of a store",
-                  [self, rp, add, t](std::vector<wire_message>& replies) mutable {
-                    add(replies);
-                    t->sent += self->state.sent;
-                    rp.deliver(cluster_report::from(*t));
-                    command_done(self);
-                  },
-                  fail);
-            },
-            fail);
-      },
-      fail);
-}
-
-std::string trace_header(int parts) {
-  std::string events;
-  for (int p = 0; p <= parts; ++p) {
-    const std::string name = p < parts ? "partition " + std::to_string(p) : "coordinator";
-    if (!events.empty()) events += ',';
-    events += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(p) +
-              ",\"args\":{\"name\":\"" + name + "\"}}";
-    for (int lane = 1; lane <= 3; ++lane) {
-      static const char* lanes[] = {"", "compute", "waits", "phases"};
-      events += ",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(p) +
-                ",\"tid\":" + std::to_string(lane) + ",\"args\":{\"name\":\"" + lanes[lane] +
-                "\"}}";
+/// Queues a command; run(rp, fail) delivers its answer and calls command_done (fail does both).
+template <class T, class Run>
+caf::result<T> enqueue(self_ptr self, Run run) {
+  auto rp = self->make_response_promise<T>();
+  self->state.queue.push_back([self, rp, run]() mutable {
+    auto& st = self->state;
+    if (st.status.phase() == coordinator_phase::failed) {
+      rp.deliver(actor_error(actor_errc::internal, st.status.error));
+      command_done(self);
+      return;
     }
-  }
-  return events;
-}
-
-void trace(self_ptr self, caf::typed_response_promise<std::string> rp, fail_fn fail) {
-  auto& st = self->state;
-  enter(st, coordinator_phase::reporting);
-  const wire::control c{.h = {0, 0}, .what = wire::control_kind::trace};
-  auto events = std::make_shared<std::string>(trace_header(static_cast<int>(st.batchers.size())));
-  auto add = [self, events](std::vector<wire_message>& replies) {
-    for (const auto& m : replies) {
-      const auto text = wire::decode_control(self->state.ctx, m.bytes).text;
-      if (!text.empty()) *events += "," + text;
-    }
-  };
-  all(
-      self, st.batchers, trace_atom_v, control_messages(st, c), "trace",
-      [self, rp, fail, c, add, events](std::vector<wire_message>& replies) mutable {
-        add(replies);
-        auto& st = self->state;
-        all(
-            self, st.shards, trace_atom_v, control_messages(st, c), "trace",
-            [self, rp, add, events](std::vector<wire_message>& replies) mutable {
-              add(replies);
-              auto& st = self->state;
-              const auto own = st.stages.chrome_events(static_cast<int>(st.batchers.size()));
-              if (!own.empty()) *events += "," + own;
-              rp.deliver("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[" + *events + "]}\n");
-              command_done(self);
-            },
-            fail);
-      },
-      fail);
+    // A command answers once: the first failure of any of its chains wins.
+    auto answered = std::make_shared<bool>(false);
+    fail_fn fail = [self, rp, answered](const std::string& why) mutable {
+      if (*answered) return;
+      *answered = true;
+      self->state.status.set_phase(coordinator_phase::failed);
+      self->state.status.error = why;
+      rp.deliver(actor_error(actor_errc::peer_failed, why));
+      command_done(self);
+    };
+    run(rp, fail);
+  });
+  run_next(self);
+  return rp;
 }
 
 coordinator_actor::behavior_type coordinator_behavior(

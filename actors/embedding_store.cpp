@@ -2,7 +2,6 @@
 #include "actors/embedding_store.hpp"
 
 #include "actors/reports.hpp"
-#include "model/hashing.hpp"
 
 namespace degnn {
 
@@ -81,8 +80,7 @@ wire_message serve_put(store_state& st, const wire_message& m) {
     st.table->init(level, values, rows.versions.empty() ? 0 : rows.versions.front());
   } else if (!local.empty()) {
     // One version per put: a step's commit.
-    st.table->put(level, local, values, rows.versions.front(),
-                  mix64(rows.h.step ^ static_cast<std::uint64_t>(level)));
+    st.table->put(level, local, values, rows.versions.front());
   }
   wire::control out{.h = {rows.h.step, st.part->part}, .what = wire::control_kind::result};
   return pack(wire::kind::control, wire::encode(st.ctx, out));

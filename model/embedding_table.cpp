@@ -1,6 +1,8 @@
 // embedding_table: quantized, versioned rows per level.
 #include "model/embedding_table.hpp"
 
+#include "model/hashing.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -39,17 +41,18 @@ void embedding_table::init(int level, const Matrix& values, std::uint64_t versio
     throw std::invalid_argument("history of level " + std::to_string(level) + " must be " +
                                 std::to_string(rows_) + " x " + std::to_string(l.codec.dim()));
   }
-  l.codec.encode(values, l.codes, l.row_min, l.row_scale);
-  if (bits_ == 32) {
-    l.row_min.assign(static_cast<std::size_t>(rows_), 0.0f);
-    l.row_scale.assign(static_cast<std::size_t>(rows_), 0.0f);
-  }
-  l.version.assign(static_cast<std::size_t>(rows_), version);
+  const auto n = static_cast<std::size_t>(rows_);
+  l.values = values;
+  l.codes.assign(n * l.codec.code_size(), 0);
+  l.row_min.assign(n, 0.0f);
+  l.row_scale.assign(n, 0.0f);
+  l.version.assign(n, version);
+  l.coded.assign(n, 0);
   l.filled = true;
 }
 
 void embedding_table::put(int level, std::span<const node_id> local, const Matrix& values,
-                          std::uint64_t version, std::uint64_t seed) {
+                          std::uint64_t version) {
   level_rows& l = at(level);
   if (!l.filled) throw std::invalid_argument("put before init at level " + std::to_string(level));
   if (values.rows() != static_cast<Eigen::Index>(local.size()) ||
@@ -59,17 +62,11 @@ void embedding_table::put(int level, std::span<const node_id> local, const Matri
     if (r < 0 || r >= rows_)
       throw std::invalid_argument("put of row " + std::to_string(r) + ", out of range");
   }
-  const std::size_t size = l.codec.code_size();
-  std::vector<std::uint8_t> codes(local.size() * size);
-  std::vector<float> mins(local.size()), scales(local.size());
-  l.codec.encode(local.size(), values.data(), codes.data(), mins.data(), scales.data(), seed);
   for (std::size_t i = 0; i < local.size(); ++i) {
     const auto r = static_cast<std::size_t>(local[i]);
-    std::copy_n(codes.begin() + static_cast<std::ptrdiff_t>(i * size), size,
-                l.codes.begin() + static_cast<std::ptrdiff_t>(r * size));
-    l.row_min[r] = mins[i];
-    l.row_scale[r] = scales[i];
+    l.values.row(local[i]) = values.row(static_cast<Eigen::Index>(i));
     l.version[r] = version;
+    l.coded[r] = 0;
   }
 }
 
@@ -77,10 +74,17 @@ std::uint64_t embedding_table::version(int level, node_id local) const {
   return at(level).version.at(static_cast<std::size_t>(local));
 }
 
-void embedding_table::append_row(int level, node_id local, quantized_rows& out) const {
-  const level_rows& l = at(level);
+void embedding_table::append_row(int level, node_id local, quantized_rows& out) {
+  level_rows& l = at(level);
   const auto r = static_cast<std::size_t>(local);
   const std::size_t size = l.codec.code_size();
+  if (!l.coded.at(r)) {
+    const std::uint64_t seed = mix64(mix64(l.version[r] ^ static_cast<std::uint64_t>(level)) ^
+                                     static_cast<std::uint64_t>(r));
+    l.codec.encode(1, l.values.row(local).data(), l.codes.data() + r * size, &l.row_min[r],
+                   &l.row_scale[r], seed);
+    l.coded[r] = 1;
+  }
   out.codes.insert(out.codes.end(), l.codes.begin() + static_cast<std::ptrdiff_t>(r * size),
                    l.codes.begin() + static_cast<std::ptrdiff_t>((r + 1) * size));
   if (bits_ != 32) {

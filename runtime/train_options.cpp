@@ -1,6 +1,8 @@
 // Option schema and validation of the training settings.
 #include "runtime/train_options.hpp"
 
+#include "model/quantizer.hpp"
+
 namespace degnn {
 
 std::vector<option_spec> train_option_specs() {
@@ -104,8 +106,7 @@ train_settings read_train_settings(const option_set& opts) {
   s.progress = !opts.flag("no-progress");
   s.timeout_s = static_cast<int>(opts.integer("timeout", 1, 86400));
   s.history_bits = static_cast<int>(opts.integer("history-bits", 2, 32));
-  if (s.history_bits != 32 && s.history_bits != 16 && s.history_bits != 8 && s.history_bits != 4 &&
-      s.history_bits != 2) {
+  if (!quantizer::valid_bits(s.history_bits)) {
     throw config_error("--history-bits must be 32, 16, 8, 4 or 2, got " +
                        std::to_string(s.history_bits));
   }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "model/quantizer.hpp"
 #include "serialization/degnn.capnp.h"
 
 namespace degnn::wire {
@@ -412,14 +413,14 @@ embedding_get decode_embedding_get(const context& c, std::span<const char> b) {
 
 namespace {
 
-// Bytes of one packed row; the same formula as model/quantizer.hpp's code_size, kept here so
-// serialization does not depend on the codec.
+// Bytes of one packed row, and the widths there are: the quantizer's (model/quantizer.hpp) is
+// the one definition.
 std::uint64_t embedding_row_bytes(std::uint32_t cols, unsigned bits) {
-  return (static_cast<std::uint64_t>(cols) * bits + 7) / 8;
+  return quantizer::code_size(static_cast<int>(cols), static_cast<int>(bits));
 }
 
 bool valid_embedding_bits(unsigned bits) {
-  return bits == 32 || bits == 16 || bits == 8 || bits == 4 || bits == 2;
+  return quantizer::valid_bits(static_cast<int>(bits));
 }
 
 }  // namespace

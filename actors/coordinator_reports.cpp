@@ -1,0 +1,181 @@
+// The coordinator's passes over the whole cluster that are not steps: exact layer-wise
+// evaluation, the decentralized history set-up, the counters report and the trace.
+#include <memory>
+
+#include "actors/coordinator_internal.hpp"
+
+namespace degnn::coordinator_detail {
+
+// -- evaluation and history --
+
+void evaluate_layers(self_ptr self, int layer, int layers, std::uint64_t step,
+                     std::function<void(const eval_result&)> done, fail_fn fail) {
+  auto& st = self->state;
+  enter(st, coordinator_phase::evaluating);
+  all(
+      self, st.shards, eval_atom_v,
+      control_messages(st, {.h = {step, 0},
+                            .what = wire::control_kind::evaluate,
+                            .epoch = static_cast<std::uint32_t>(layer)}),
+      "evaluate",
+      [self, layer, layers, step, done, fail](std::vector<wire_message>& replies) {
+        if (layer < layers) {
+          evaluate_layers(self, layer + 1, layers, step, done, fail);
+          return;
+        }
+        eval_result result;
+        for (const auto& m : replies) {
+          const auto r = wire::decode_control(self->state.ctx, m.bytes);
+          if (r.counts.size() != 6) {
+            fail("evaluate: malformed accuracy counts");
+            return;
+          }
+          for (size_t s = 0; s < 3; ++s) {
+            result.correct[s] += r.counts[2 * s];
+            result.total[s] += r.counts[2 * s + 1];
+          }
+        }
+        done(result);
+      },
+      fail);
+}
+
+void evaluate(self_ptr self, int layers, std::uint64_t step,
+              std::function<void(const eval_result&)> done, fail_fn fail) {
+  // Evaluate the weights every step so far produced.
+  finish_steps(
+      self,
+      [self, layers, step, done, fail] { evaluate_layers(self, 1, layers, step, done, fail); },
+      fail);
+}
+
+void init_history(self_ptr self, caf::typed_response_promise<bool> rp, fail_fn fail, int layers,
+                  std::uint64_t step) {
+  evaluate(
+      self, layers, step,
+      [self, rp, fail, step](const eval_result&) mutable {
+        auto& st = self->state;
+        enter(st, coordinator_phase::history);
+        all(
+            self, st.shards, init_hist_atom_v,
+            control_messages(st, {.h = {step, 0}, .what = wire::control_kind::init_history}),
+            "init history",
+            [self, rp, fail, step](std::vector<wire_message>&) mutable {
+              // Halo features (once: they never change) and the initial history, before the
+              // first step.
+              auto& st = self->state;
+              all(
+                  self, st.shards, refresh_atom_v,
+                  control_messages(st, {.h = {step, 0}, .what = wire::control_kind::refresh}),
+                  "halo refresh",
+                  [self, rp](std::vector<wire_message>&) mutable {
+                    rp.deliver(true);
+                    command_done(self);
+                  },
+                  fail);
+            },
+            fail);
+      },
+      fail);
+}
+
+// -- reports --
+
+// A report is the traffic counters, then (workers) the work counters and the time per stage.
+void add_counts(cluster_traffic& t, std::vector<std::uint64_t> counts) {
+  constexpr size_t traffic_size = 2 * wire::kNumKinds + 1;
+  constexpr size_t work_end = traffic_size + compute_counters::kSize;
+  if (counts.size() == work_end + kNumStages) {
+    t.work += compute_counters::from_list(
+        std::vector<std::uint64_t>(counts.begin() + traffic_size, counts.begin() + work_end));
+    for (int k = 0; k < kNumStages; ++k)
+      t.stage_us[static_cast<size_t>(k)] += counts[work_end + static_cast<size_t>(k)];
+    counts.resize(traffic_size);
+  }
+  t.rejected += t.sent.add_report(counts);
+}
+
+void report(self_ptr self, caf::typed_response_promise<cluster_report> rp, fail_fn fail) {
+  auto& st = self->state;
+  enter(st, coordinator_phase::reporting);
+  // Reports stay uncounted: they measure the traffic, they are not part of it.
+  const wire::control c{.h = {0, 0}, .what = wire::control_kind::result};
+  const std::vector<wire_message> asks(st.batchers.size(),
+                                       pack(wire::kind::control, wire::encode(st.ctx, c)));
+  auto t = std::make_shared<cluster_traffic>();
+  auto add = [self, t](std::vector<wire_message>& replies) {
+    for (const auto& m : replies)
+      add_counts(*t, wire::decode_control(self->state.ctx, m.bytes).counts);
+  };
+  all(
+      self, st.batchers, report_atom_v, asks, "traffic report",
+      [self, rp, fail, asks, add, t](std::vector<wire_message>& replies) mutable {
+        add(replies);
+        all(
+            self, self->state.shards, report_atom_v, asks, "traffic report of a shard",
+            [self, rp, fail, asks, add, t](std::vector<wire_message>& replies) mutable {
+              add(replies);
+              all(
+                  self, self->state.stores, report_atom_v, asks, "traffic report of a store",
+                  [self, rp, add, t](std::vector<wire_message>& replies) mutable {
+                    add(replies);
+                    t->sent += self->state.sent;
+                    rp.deliver(cluster_report::from(*t));
+                    command_done(self);
+                  },
+                  fail);
+            },
+            fail);
+      },
+      fail);
+}
+
+std::string trace_header(int parts) {
+  std::string events;
+  for (int p = 0; p <= parts; ++p) {
+    const std::string name = p < parts ? "partition " + std::to_string(p) : "coordinator";
+    if (!events.empty()) events += ',';
+    events += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(p) +
+              ",\"args\":{\"name\":\"" + name + "\"}}";
+    for (int lane = 1; lane <= 3; ++lane) {
+      static const char* lanes[] = {"", "compute", "waits", "phases"};
+      events += ",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(p) +
+                ",\"tid\":" + std::to_string(lane) + ",\"args\":{\"name\":\"" + lanes[lane] +
+                "\"}}";
+    }
+  }
+  return events;
+}
+
+void trace(self_ptr self, caf::typed_response_promise<std::string> rp, fail_fn fail) {
+  auto& st = self->state;
+  enter(st, coordinator_phase::reporting);
+  const wire::control c{.h = {0, 0}, .what = wire::control_kind::trace};
+  auto events = std::make_shared<std::string>(trace_header(static_cast<int>(st.batchers.size())));
+  auto add = [self, events](std::vector<wire_message>& replies) {
+    for (const auto& m : replies) {
+      const auto text = wire::decode_control(self->state.ctx, m.bytes).text;
+      if (!text.empty()) *events += "," + text;
+    }
+  };
+  all(
+      self, st.batchers, trace_atom_v, control_messages(st, c), "trace",
+      [self, rp, fail, c, add, events](std::vector<wire_message>& replies) mutable {
+        add(replies);
+        auto& st = self->state;
+        all(
+            self, st.shards, trace_atom_v, control_messages(st, c), "trace",
+            [self, rp, add, events](std::vector<wire_message>& replies) mutable {
+              add(replies);
+              auto& st = self->state;
+              const auto own = st.stages.chrome_events(static_cast<int>(st.batchers.size()));
+              if (!own.empty()) *events += "," + own;
+              rp.deliver("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[" + *events + "]}\n");
+              command_done(self);
+            },
+            fail);
+      },
+      fail);
+}
+
+}  // namespace degnn::coordinator_detail
