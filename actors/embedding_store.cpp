@@ -49,41 +49,33 @@ wire_message serve_get(store_state& st, const wire_message& m) {
   return msg;
 }
 
-// A put carries float32 rows of one level; the first put of a level is the exact evaluation
-// pass and names every owned node in order.
-wire_message serve_put(store_state& st, const wire_message& m) {
-  const auto rows = wire::decode_embedding_rows(st.ctx, m.bytes);
-  if (rows.h.sender != st.part->part)
-    throw wire::wire_error("put from partition " + std::to_string(rows.h.sender) +
+// A put is one step's rows of one level; the first put of a level is the exact evaluation pass
+// and names every owned node in order.
+void serve_put(store_state& st, const history_commit& c) {
+  if (c.sender != st.part->part)
+    throw wire::wire_error("put from partition " + std::to_string(c.sender) +
                            ": only the store's own shard commits history");
-  if (rows.bits != 32) throw wire::wire_error("put of quantized rows: the store quantizes");
-  const int level = rows.layer;
-  if (level < 1 || level > st.table->num_levels() ||
-      static_cast<int>(rows.cols) != st.table->width(level))
-    throw wire::wire_error("put of level " + std::to_string(level) + " or width " +
-                           std::to_string(rows.cols) + " this store does not keep");
-  const Matrix values = quantizer(static_cast<int>(rows.cols), 32).decode(rows.payload, {}, {});
-  if (values.rows() != static_cast<Eigen::Index>(rows.nodes.size()) ||
-      rows.versions.size() != rows.nodes.size())
-    throw wire::wire_error("put has the wrong number of rows or versions");
-  for (auto v : rows.versions) {
-    if (v != rows.versions.front())
-      throw wire::wire_error("put holds rows of several versions: a put is one step's commit");
-  }
-  std::vector<node_id> local(rows.nodes.size());
+  const int level = c.level;
+  if (level < 1 || level > st.table->num_levels())
+    throw wire::wire_error("put of level " + std::to_string(level) +
+                           ", which this store does not keep");
+  const auto width = static_cast<size_t>(st.table->width(level));
+  if (c.values.size() != c.nodes.size() * width)
+    throw wire::wire_error("put has " + std::to_string(c.values.size()) + " values for " +
+                           std::to_string(c.nodes.size()) + " rows of " + std::to_string(width));
+  const Eigen::Map<const Matrix> values(c.values.data(), static_cast<Eigen::Index>(c.nodes.size()),
+                                        static_cast<Eigen::Index>(width));
+  std::vector<node_id> local(c.nodes.size());
   for (size_t i = 0; i < local.size(); ++i)
-    local[i] = st.book->owned_local_id(rows.nodes[i], st.part->part, "put");
+    local[i] = st.book->owned_local_id(c.nodes[i], st.part->part, "put");
   if (!st.table->holds(level)) {
-    if (rows.nodes != st.part->owned)
+    if (c.nodes != st.part->owned)
       throw wire::wire_error("the first put of level " + std::to_string(level) +
                              " must hold every owned node");
-    st.table->init(level, values, rows.versions.empty() ? 0 : rows.versions.front());
+    st.table->init(level, values, c.version);
   } else if (!local.empty()) {
-    // One version per put: a step's commit.
-    st.table->put(level, local, values, rows.versions.front());
+    st.table->put(level, local, values, c.version);
   }
-  wire::control out{.h = {rows.h.step, st.part->part}, .what = wire::control_kind::result};
-  return pack(wire::kind::control, wire::encode(st.ctx, out));
 }
 
 }  // namespace
@@ -112,7 +104,17 @@ store_actor::behavior_type store_behavior(self_ptr self,
   };
   return {
       [guarded](get_atom, const wire_message& m) { return guarded(serve_get, m); },
-      [guarded](put_atom, const wire_message& m) { return guarded(serve_put, m); },
+      [self](put_atom, const history_commit& c) -> caf::result<bool> {
+        try {
+          serve_put(self->state, c);
+          return true;
+        } catch (const std::exception& e) {
+          ++self->state.rejected;
+          return actor_error(
+              actor_errc::rejected,
+              "embedding store " + std::to_string(self->state.part->part) + ": " + e.what());
+        }
+      },
       [guarded](report_atom, const wire_message& m) {
         return guarded(
             [](store_state& st, const wire_message& m) {

@@ -37,6 +37,24 @@ typename Inspector::result_type inspect(Inspector& f, peer_view& x) {
   return f(caf::meta::type_name("degnn.peer_view"), x.batchers, x.shards, x.stores);
 }
 
+/// One step's history rows of one level, from a shard to the embedding store beside it (never
+/// across nodes, so not a Cap'n Proto message: the rows are moved, not encoded). values holds
+/// nodes.size() rows of float32, row-major. version: step + 1 of the step that computed them, or
+/// 0 for the initial exact pass (which names every owned node in order).
+struct history_commit {
+  std::int32_t sender = 0;
+  std::int32_t level = 0;
+  std::uint64_t version = 0;
+  std::vector<std::int32_t> nodes;
+  std::vector<float> values;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, history_commit& x) {
+  return f(caf::meta::type_name("degnn.history_commit"), x.sender, x.level, x.version, x.nodes,
+           x.values);
+}
+
 /// Errors of the actors (caf::error with category "degnn"); the context names the actor and the
 /// cause.
 enum class actor_errc : std::uint8_t {
@@ -54,6 +72,7 @@ CAF_ERROR_CODE_ENUM(degnn::actor_errc, "degnn")
 CAF_BEGIN_TYPE_ID_BLOCK(degnn, caf::first_custom_type_id)
 CAF_ADD_TYPE_ID(degnn, (degnn::wire_message))
 CAF_ADD_TYPE_ID(degnn, (degnn::peer_view))
+CAF_ADD_TYPE_ID(degnn, (degnn::history_commit))
 // -- shard: centralized pulls, evaluation --
 CAF_ADD_ATOM(degnn, degnn, sample_atom, "sample")
 CAF_ADD_ATOM(degnn, degnn, feature_atom, "feature")
@@ -102,10 +121,11 @@ using shard_actor =
                      wire_call<trace_atom>, caf::reacts_to<view_atom, peer_view>>;
 
 /// One per partition, beside its shard: the quantized historical embeddings of its owned nodes.
-///   get (embedding_get -> embedding_rows, rows newer than the asker holds), put (embedding_rows of
-///   one level, float32, at their versions -> control; its own shard only), report.
+///   get (embedding_get -> embedding_rows, rows newer than the asker holds), put (a history_commit
+///   of its own shard -> true), report.
 using store_actor =
-    caf::typed_actor<wire_call<get_atom>, wire_call<put_atom>, wire_call<report_atom>>;
+    caf::typed_actor<wire_call<get_atom>, caf::replies_to<put_atom, history_commit>::with<bool>,
+                     wire_call<report_atom>>;
 
 /// One per worker: the batch owner.
 ///   step (control -> allreduce_chunk with the step's loss counts: the gradient in the

@@ -2,6 +2,7 @@
 // exact evaluation pass, put into its embedding store, and the halo cache's first fill (features
 // once, then the history levels) from the other partitions' stores.
 #include <map>
+#include <memory>
 
 #include "actors/shard_internal.hpp"
 #include "model/quantizer.hpp"
@@ -31,42 +32,51 @@ size_t store_answer(shard_state& st, const wire::embedding_get& ask,
 caf::result<wire_message> init_history(self_ptr self, const wire::control& c) {
   auto& st = self->state;
   const int top = st.settings.top_level();
-  std::vector<wire_request<store_actor, put_atom>> puts;
+  std::vector<history_commit> puts;
   for (int level = 1; level < top; ++level) {
     const auto l = static_cast<size_t>(level);
     if (st.eval_h.size() <= l || st.eval_h[l].rows() != st.part->num_owned())
       throw wire::wire_error("init_history needs an evaluation pass first");
     const Matrix& rows = st.eval_h[l];
-    wire::embedding_rows put{.h = {c.h.step, st.part->part},
-                             .layer = static_cast<std::uint8_t>(level),
-                             .bits = 32,
-                             .nodes = st.part->owned,
-                             .versions = {},
-                             .cols = static_cast<std::uint32_t>(rows.cols())};
-    put.versions.assign(put.nodes.size(), 0);
-    const auto* bytes = reinterpret_cast<const std::uint8_t*>(rows.data());
-    put.payload.assign(bytes, bytes + rows.size() * sizeof(float));
-    puts.push_back({st.stores[static_cast<size_t>(st.part->part)],
-                    pack(wire::kind::embedding_rows, wire::encode(st.ctx, put))});
+    history_commit put{.sender = st.part->part, .level = level, .version = 0};
+    put.nodes = st.part->owned;
+    put.values.assign(rows.data(), rows.data() + rows.size());
+    puts.push_back(std::move(put));
   }
   auto reply = result_message(st, c.h.step);
   count(st, kCoordinatorPart, reply);
   return put_then_reply(self, std::move(puts), std::move(reply), "history initialisation");
 }
 
-caf::result<wire_message> put_then_reply(self_ptr self,
-                                         std::vector<wire_request<store_actor, put_atom>> puts,
+caf::result<wire_message> put_then_reply(self_ptr self, std::vector<history_commit> puts,
                                          wire_message reply, const char* what) {
   auto rp = self->make_response_promise<wire_message>();
-  gather(
-      self, put_atom_v, std::move(puts), self->state.settings.timeout,
-      [rp, reply = std::move(reply)](std::vector<wire_message>&) mutable {
-        rp.deliver(std::move(reply));
-      },
-      [self, rp, what](const caf::error& err) mutable {
-        rp.deliver(as_error(self->state, actor_errc::peer_failed,
-                            std::string(what) + " failed: " + caf::to_string(err)));
-      });
+  if (puts.empty()) {
+    rp.deliver(std::move(reply));
+    return rp;
+  }
+  struct pending {
+    size_t left;
+    bool failed = false;
+    wire_message reply;
+  };
+  auto p = std::make_shared<pending>(pending{puts.size(), false, std::move(reply)});
+  auto& st = self->state;
+  const auto store = st.stores[static_cast<size_t>(st.part->part)];
+  // In order, to the store beside this shard; the rows are moved, not copied.
+  for (auto& put : puts) {
+    self->request(store, st.settings.timeout, put_atom_v, std::move(put))
+        .then(
+            [p, rp](bool) mutable {
+              if (!p->failed && --p->left == 0) rp.deliver(std::move(p->reply));
+            },
+            [self, p, rp, what](caf::error& err) mutable {
+              if (p->failed) return;
+              p->failed = true;
+              rp.deliver(as_error(self->state, actor_errc::peer_failed,
+                                  std::string(what) + " failed: " + caf::to_string(err)));
+            });
+  }
   return rp;
 }
 

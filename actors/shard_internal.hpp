@@ -56,8 +56,7 @@ size_t store_answer(shard_state& st, const wire::embedding_get& ask,
 
 /// Sends the puts to this partition's embedding store and answers `reply` once the store took
 /// them all (an error naming `what` otherwise).
-caf::result<wire_message> put_then_reply(self_ptr self,
-                                         std::vector<wire_request<store_actor, put_atom>> puts,
+caf::result<wire_message> put_then_reply(self_ptr self, std::vector<history_commit> puts,
                                          wire_message reply, const char* what);
 
 /// Puts the last evaluation pass's rows into the embedding store as the initial history.

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <unordered_map>
 
 #include "actors/shard_internal.hpp"
 #include "model/hashing.hpp"
@@ -179,14 +180,14 @@ void compute_step(self_ptr self, std::uint64_t step) {
 
 // History write-back of one step: every owned node computed below the top level, at version
 // step + 1 (0 is the initial inference); a node computed in several sub-graphs keeps the last.
-std::vector<wire::embedding_rows> history_rows(const shard_state& st, const served_step& s,
-                                               std::uint64_t step, int levels) {
-  std::vector<wire::embedding_rows> out;
+std::vector<history_commit> history_rows(const shard_state& st, const served_step& s,
+                                         std::uint64_t step, int levels) {
+  std::vector<history_commit> out;
   for (int level = 1; level <= levels; ++level) {
     std::vector<node_id> nodes;
     std::vector<const float*> rows;
-    std::map<node_id, size_t> at;
-    const auto cols = static_cast<std::uint32_t>(level_width(st, level));
+    std::unordered_map<node_id, size_t> at;
+    const auto cols = static_cast<size_t>(level_width(st, level));
     for (size_t g = 0; g < s.graphs.size(); ++g) {
       const local_cg& cg = s.graphs[g];
       if (level + 1 > cg.top_level) continue;
@@ -203,24 +204,18 @@ std::vector<wire::embedding_rows> history_rows(const shard_state& st, const serv
         }
       }
     }
-    wire::embedding_rows put{.h = {step, st.part->part},
-                             .layer = static_cast<std::uint8_t>(level),
-                             .bits = 32,
-                             .nodes = std::move(nodes),
-                             .versions = {},
-                             .cols = cols};
-    put.versions.assign(put.nodes.size(), step + 1);
-    put.payload.resize(rows.size() * cols * sizeof(float));
+    history_commit c{.sender = st.part->part, .level = level, .version = step + 1};
+    c.nodes = std::move(nodes);
+    c.values.resize(rows.size() * cols);
     for (size_t r = 0; r < rows.size(); ++r)
-      std::memcpy(put.payload.data() + r * cols * sizeof(float), rows[r], cols * sizeof(float));
-    out.push_back(std::move(put));
+      std::copy_n(rows[r], cols, c.values.data() + r * cols);
+    out.push_back(std::move(c));
   }
   return out;
 }
 
 // Back-propagates one computed step's returned gradients in sender order; returns its history.
-std::vector<wire::embedding_rows> backward_step(shard_state& st, std::uint64_t step,
-                                                served_step& s) {
+std::vector<history_commit> backward_step(shard_state& st, std::uint64_t step, served_step& s) {
   stage_timer timer(st.stages, stage::backward, step);
   const auto views = views_of(s);
   std::vector<const Matrix*> grads, own_grads;
@@ -331,7 +326,7 @@ caf::result<wire_message> gradient_phase(self_ptr self, const wire::control& c) 
   auto& st = self->state;
   const std::uint64_t upto = c.h.step;
   st.weights.forget_upto(upto);
-  std::vector<wire_request<store_actor, put_atom>> puts;
+  std::vector<history_commit> puts;
   const int me = st.part->part;
   while (!st.served.empty() && st.served.begin()->first <= upto) {
     const std::uint64_t step = st.served.begin()->first;
@@ -343,7 +338,7 @@ caf::result<wire_message> gradient_phase(self_ptr self, const wire::control& c) 
         throw wire::wire_error("gradient asked for a step whose pushes are missing");
       continue;
     }
-    std::vector<wire::embedding_rows> history;
+    std::vector<history_commit> history;
     try {
       history = backward_step(st, step, s);
     } catch (...) {
@@ -352,9 +347,8 @@ caf::result<wire_message> gradient_phase(self_ptr self, const wire::control& c) 
     }
     st.served.erase(st.served.begin());
     if (!st.halo_features_loaded) continue;  // history is kept from its initialisation on
-    for (const auto& rows : history)
-      puts.push_back({st.stores[static_cast<size_t>(me)],
-                      pack(wire::kind::embedding_rows, wire::encode(st.ctx, rows))});
+    for (auto& rows : history)
+      puts.push_back(std::move(rows));
   }
   wire::allreduce_chunk out{.h = {upto, me}, .values = st.replica->gradient()};
   auto reply = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));

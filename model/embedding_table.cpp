@@ -35,7 +35,8 @@ int embedding_table::width(int level) const {
   return at(level).codec.dim();
 }
 
-void embedding_table::init(int level, const Matrix& values, std::uint64_t version) {
+void embedding_table::init(int level, const Eigen::Ref<const Matrix>& values,
+                           std::uint64_t version) {
   level_rows& l = at(level);
   if (values.rows() != rows_ || values.cols() != l.codec.dim()) {
     throw std::invalid_argument("history of level " + std::to_string(level) + " must be " +
@@ -51,8 +52,8 @@ void embedding_table::init(int level, const Matrix& values, std::uint64_t versio
   l.filled = true;
 }
 
-void embedding_table::put(int level, std::span<const node_id> local, const Matrix& values,
-                          std::uint64_t version) {
+void embedding_table::put(int level, std::span<const node_id> local,
+                          const Eigen::Ref<const Matrix>& values, std::uint64_t version) {
   level_rows& l = at(level);
   if (!l.filled) throw std::invalid_argument("put before init at level " + std::to_string(level));
   if (values.rows() != static_cast<Eigen::Index>(local.size()) ||

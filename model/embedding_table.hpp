@@ -37,10 +37,11 @@ class embedding_table {
   int width(int level) const;
 
   /// Replaces every row of `level` with values (rows, width), all at version `version`.
-  void init(int level, const Matrix& values, std::uint64_t version);
+  void init(int level, const Eigen::Ref<const Matrix>& values, std::uint64_t version);
   /// Commits values.row(i) as the row of local node local[i] at `version`. Throws
   /// std::invalid_argument for a level not held, ids out of range or a shape.
-  void put(int level, std::span<const node_id> local, const Matrix& values, std::uint64_t version);
+  void put(int level, std::span<const node_id> local, const Eigen::Ref<const Matrix>& values,
+           std::uint64_t version);
   std::uint64_t version(int level, node_id local) const;
   /// Appends the codes of local node `local` to out (with its min, scale and version),
   /// quantizing its row first if it changed since it was last read. Stochastic rounding draws

@@ -147,7 +147,7 @@ Header read_header(bin_reader& r, const char (&magic)[8], const char* what) {
     throw r.fail(std::string("not a DEGNN ") + what + " file (bad magic)");
   if (h.version != static_cast<std::uint32_t>(kFormatVersion)) {
     throw r.fail("unsupported format version " + std::to_string(h.version) + " (this build reads " +
-                 std::to_string(kFormatVersion) + ")");
+                 std::to_string(kFormatVersion) + "; write the partition set again with degnn partition)");
   }
   return h;
 }
@@ -467,7 +467,8 @@ partition_meta load_partition_meta(const fs::path& dir) {
       if (m.format_version != kFormatVersion) {
         throw data_error::at(file, line_no,
                              "unsupported format_version " + std::string(value) +
-                                 " (this build reads " + std::to_string(kFormatVersion) + ")");
+                                 " (this build reads " + std::to_string(kFormatVersion) +
+                                 "; write the partition set again with degnn partition)");
       }
     } else if (key == "dataset") {
       m.dataset_name = std::string(value);
