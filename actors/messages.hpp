@@ -142,6 +142,12 @@ inline wire_message pack(wire::kind k, wire::bytes b) {
   return {static_cast<std::uint16_t>(k), std::move(b)};
 }
 
+/// Whether a view may be taken: the first one, with one entry per partition in every list.
+inline bool acceptable_view(const peer_view& v, bool already_have_one, std::size_t parts) {
+  return !already_have_one && v.batchers.size() == parts && v.shards.size() == parts &&
+         v.stores.size() == parts;
+}
+
 /// The typed handles of a peer view's entries.
 template <class Handle>
 std::vector<Handle> handles_of(const std::vector<caf::strong_actor_ptr>& ptrs) {

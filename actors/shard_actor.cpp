@@ -188,10 +188,7 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
       },
       [self](view_atom, const peer_view& v) {
         auto& st = self->state;
-        // Once, from whoever wires the cluster, with one entry per partition.
-        const auto parts = static_cast<size_t>(st.book->num_parts());
-        if (st.has_view || v.batchers.size() != parts || v.shards.size() != parts ||
-            v.stores.size() != parts) {
+        if (!acceptable_view(v, st.has_view, static_cast<size_t>(st.book->num_parts()))) {
           ++st.rejected;
           return;
         }
