@@ -147,7 +147,8 @@ Header read_header(bin_reader& r, const char (&magic)[8], const char* what) {
     throw r.fail(std::string("not a DEGNN ") + what + " file (bad magic)");
   if (h.version != static_cast<std::uint32_t>(kFormatVersion)) {
     throw r.fail("unsupported format version " + std::to_string(h.version) + " (this build reads " +
-                 std::to_string(kFormatVersion) + "; write the partition set again with degnn partition)");
+                 std::to_string(kFormatVersion) +
+                 "; write the partition set again with degnn partition)");
   }
   return h;
 }

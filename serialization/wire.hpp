@@ -120,9 +120,10 @@ struct embedding_get {
 inline constexpr std::uint64_t kNoVersion = ~std::uint64_t{0};
 
 /// Historical embedding rows (kind embedding_rows): the answer to embedding_get, and (float32) the
-/// body of a shard's put to its own embedding store. payload holds nodes.size() rows of ceil(cols * bits / 8) bytes each, in the
-/// layout of model/quantizer.hpp (raw float32 when bits == 32); row_min / row_scale hold one
-/// float per row (empty allowed when bits == 32); versions[i] is the step row i was computed at.
+/// body of a shard's put to its own embedding store. payload holds nodes.size() rows of ceil(cols *
+/// bits / 8) bytes each, in the layout of model/quantizer.hpp (raw float32 when bits == 32);
+/// row_min / row_scale hold one float per row (empty allowed when bits == 32); versions[i] is the
+/// step row i was computed at.
 struct embedding_rows {
   header h;
   std::uint8_t layer = 0;
