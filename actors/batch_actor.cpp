@@ -181,10 +181,7 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
     if (needs_peers && !st.has_view)
       return as_error(st, actor_errc::not_ready, "not connected to every peer yet");
     try {
-      if (m.kind != static_cast<std::uint16_t>(expected)) {
-        throw wire::wire_error(std::string("expected a ") + wire::kind_name(expected) + ", got a " +
-                               wire::kind_name(static_cast<wire::kind>(m.kind)));
-      }
+      expect_kind(m, expected);
       return serve();
     } catch (const std::exception& e) {
       ++st.rejected;

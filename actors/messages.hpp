@@ -142,6 +142,14 @@ inline wire_message pack(wire::kind k, wire::bytes b) {
   return {static_cast<std::uint16_t>(k), std::move(b)};
 }
 
+/// Throws wire::wire_error unless m is of kind `expected` (an entry point takes one kind).
+inline void expect_kind(const wire_message& m, wire::kind expected) {
+  if (m.kind != static_cast<std::uint16_t>(expected)) {
+    throw wire::wire_error(std::string("expected a ") + wire::kind_name(expected) + ", got a " +
+                           wire::kind_name(static_cast<wire::kind>(m.kind)));
+  }
+}
+
 /// Whether a view may be taken: the first one, with one entry per partition in every list.
 inline bool acceptable_view(const peer_view& v, bool already_have_one, std::size_t parts) {
   return !already_have_one && v.batchers.size() == parts && v.shards.size() == parts &&

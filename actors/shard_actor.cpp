@@ -107,10 +107,7 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
                         auto&& serve) -> caf::result<wire_message> {
     auto& st = self->state;
     try {
-      if (m.kind != static_cast<std::uint16_t>(expected)) {
-        throw wire::wire_error(std::string("expected a ") + wire::kind_name(expected) + ", got a " +
-                               wire::kind_name(static_cast<wire::kind>(m.kind)));
-      }
+      expect_kind(m, expected);
       return serve();
     } catch (const std::exception& e) {
       ++st.rejected;
