@@ -84,8 +84,7 @@ caf::result<wire_message> apply(self_ptr self, const wire_message& m) {
     throw wire::wire_error("averaged gradient has " + std::to_string(avg.values.size()) +
                            " values, the model " + std::to_string(st.replica->parameters().size()));
   }
-  st.replica->apply_gradient(avg.values);
-  if (st.settings.decentralized) st.replica->model().zero_grad();
+  // The shard applies the same gradient to its replica meanwhile.
   auto rp = self->make_response_promise<wire_message>();
   self->request(st.shards[static_cast<size_t>(st.part->part)], st.settings.timeout, apply_atom_v, m)
       .then(
@@ -100,6 +99,8 @@ caf::result<wire_message> apply(self_ptr self, const wire_message& m) {
             rp.deliver(as_error(self->state, actor_errc::peer_failed,
                                 "the shard did not apply the gradient: " + caf::to_string(err)));
           });
+  st.replica->apply_gradient(avg.values);
+  if (st.settings.decentralized) st.replica->model().zero_grad();
   st.weights.applied_one();
   return rp;
 }

@@ -65,6 +65,9 @@ struct shard_state {
   halo_cache halo;                    ///< rows of remote leaves: features, then history levels
   bool halo_features_loaded = false;  ///< level 0 is pulled once: features never change
   std::map<std::uint64_t, served_step> served;  ///< by step
+  /// Set when the store refused a history commit: the history is then not the step's, so every
+  /// later decentralized request of this shard fails with this cause.
+  std::string commit_failure;
   weight_gate weights;
   compute_counters work;
   stage_log stages;

@@ -80,6 +80,23 @@ caf::result<wire_message> put_then_reply(self_ptr self, std::vector<history_comm
   return rp;
 }
 
+void commit_history(self_ptr self, std::vector<history_commit> puts) {
+  auto& st = self->state;
+  const auto store = st.stores[static_cast<size_t>(st.part->part)];
+  for (auto& put : puts) {
+    const auto step = put.version;
+    self->request(store, st.settings.timeout, put_atom_v, std::move(put))
+        .then([](bool) {},
+              [self, step](caf::error& err) {
+                auto& st = self->state;
+                if (st.commit_failure.empty()) {
+                  st.commit_failure = "the history commit of version " + std::to_string(step) +
+                                      " failed: " + caf::to_string(err);
+                }
+              });
+  }
+}
+
 caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
   auto& st = self->state;
   const auto& part = *st.part;

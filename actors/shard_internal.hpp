@@ -58,6 +58,10 @@ size_t store_answer(shard_state& st, const wire::embedding_get& ask,
 /// them all (an error naming `what` otherwise).
 caf::result<wire_message> put_then_reply(self_ptr self, std::vector<history_commit> puts,
                                          wire_message reply, const char* what);
+/// Sends a step's history commits to this partition's embedding store without waiting: the store
+/// is in this process and serves its mailbox in order, so every read caused by this shard's later
+/// replies finds the rows there. A refused commit sets commit_failure.
+void commit_history(self_ptr self, std::vector<history_commit> puts);
 
 /// Puts the last evaluation pass's rows into the embedding store as the initial history.
 caf::result<wire_message> init_history(self_ptr self, const wire::control& c);

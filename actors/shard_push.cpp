@@ -350,11 +350,11 @@ caf::result<wire_message> gradient_phase(self_ptr self, const wire::control& c) 
     for (auto& rows : history)
       puts.push_back(std::move(rows));
   }
+  // The commits enter the store's mailbox before the gradient leaves: the next step's history
+  // reads, caused by this reply, queue behind them (see commit_history).
+  commit_history(self, std::move(puts));
   wire::allreduce_chunk out{.h = {upto, me}, .values = st.replica->gradient()};
-  auto reply = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
-  // The gradient goes back once the store holds the step's rows: the owner pushes the next
-  // step only then, so every history read of the next step follows this commit.
-  return put_then_reply(self, std::move(puts), std::move(reply), "history commit");
+  return pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
 }
 
 }  // namespace degnn::shard_detail
