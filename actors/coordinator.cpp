@@ -31,6 +31,7 @@ void run_next(self_ptr self) {
 void command_done(self_ptr self) {
   auto& st = self->state;
   st.busy = false;
+  st.running_fail = nullptr;
   if (st.status.phase() != coordinator_phase::failed) enter(st, coordinator_phase::idle);
   run_next(self);
 }
@@ -279,6 +280,18 @@ namespace {
 
 using namespace coordinator_detail;
 
+std::string lost_actor_name(const coordinator_state& st, const caf::actor_addr& who) {
+  auto find = [&](const auto& actors, const char* role) -> std::string {
+    for (size_t p = 0; p < actors.size(); ++p)
+      if (actors[p].address() == who) return "partition " + std::to_string(p) + "'s " + role;
+    return {};
+  };
+  for (auto name : {find(st.batchers, "batch actor"), find(st.shards, "shard"),
+                    find(st.stores, "embedding store")})
+    if (!name.empty()) return name;
+  return "an actor of the cluster";
+}
+
 /// Queues a command; run(rp, fail) delivers its answer and calls command_done (fail does both).
 template <class T, class Run>
 caf::result<T> enqueue(self_ptr self, Run run) {
@@ -300,6 +313,7 @@ caf::result<T> enqueue(self_ptr self, Run run) {
       rp.deliver(actor_error(actor_errc::peer_failed, why));
       command_done(self);
     };
+    self->state.running_fail = fail;
     run(rp, fail);
   });
   run_next(self);
@@ -315,6 +329,27 @@ coordinator_actor::behavior_type coordinator_behavior(
   st.stores = std::move(stores);
   st.ctx = ctx;
   st.timeout = timeout;
+  // A worker actor that is gone (its node stopped, the connection dropped or timed out) fails the
+  // running command and every later one at once, naming it, instead of after the request timeout.
+  for (const auto& a : st.batchers)
+    self->monitor(a);
+  for (const auto& a : st.shards)
+    self->monitor(a);
+  for (const auto& a : st.stores)
+    self->monitor(a);
+  self->set_down_handler([self](caf::down_msg& d) {
+    auto& st = self->state;
+    if (st.status.phase() == coordinator_phase::failed) return;
+    const std::string why =
+        lost_actor_name(st, d.source) + " is gone (" + self->system().render(d.reason) + ")";
+    if (st.running_fail) {
+      auto fail = st.running_fail;
+      fail(why);
+    } else {
+      st.status.set_phase(coordinator_phase::failed);
+      st.status.error = why;
+    }
+  });
   return {
       [self](run_step_atom, std::uint32_t epoch, std::uint64_t index, std::uint64_t step,
              bool decentralized) {

@@ -32,6 +32,7 @@ struct coordinator_state {
   coordinator_status status;
   std::deque<std::function<void()>> queue;  ///< commands behind the running one
   bool busy = false;
+  std::function<void(const std::string&)> running_fail;  ///< fails the running command
 };
 
 using self_ptr = coordinator_actor::stateful_pointer<coordinator_state>;

@@ -23,9 +23,10 @@ wire_message serve_get(store_state& st, const wire_message& m) {
   quantized_rows rows;
   rows.bits = features ? 32 : st.table->bits();
   rows.cols = features ? static_cast<int>(st.part->features.cols()) : st.table->width(level);
+  const auto local = st.book->owned_local_ids(req.nodes, st.part->part, "embedding_get");
   for (size_t i = 0; i < req.nodes.size(); ++i) {
     const node_id g = req.nodes[i];
-    const node_id l = st.book->owned_local_id(g, st.part->part, "embedding_get");
+    const node_id l = local[i];
     const std::uint64_t version = features ? 0 : st.table->version(level, l);
     if (!req.held.empty() && req.held[i] != wire::kNoVersion && version <= req.held[i])
       continue;  // the asker holds this version already

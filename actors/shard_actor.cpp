@@ -42,9 +42,8 @@ wire_message serve_pull(const graph_partition& part, const partition_book& book,
       const auto req = wire::decode_sample_request(ctx, request.bytes);
       wire::sample_response res;
       res.h = {req.h.step, part.part};
-      std::vector<node_id> local(req.nodes.size());
-      for (size_t i = 0; i < local.size(); ++i)
-        local[i] = book.owned_local_id(req.nodes[i], part.part, "sample_request");
+      const std::vector<node_id> local =
+          book.owned_local_ids(req.nodes, part.part, "sample_request");
       auto row_of = [&](size_t i) { return part.in_neighbors_global(local[i]); };
       // Keyed like the single-process sampler, so a node's pick is the same wherever it is made.
       row_picks picked;
@@ -62,8 +61,9 @@ wire_message serve_pull(const graph_partition& part, const partition_book& book,
       res.h = {req.h.step, part.part};
       res.rows.resize(static_cast<Eigen::Index>(req.nodes.size()), part.features.cols());
       res.degrees.reserve(req.nodes.size());
+      const auto local = book.owned_local_ids(req.nodes, part.part, "feature_request");
       for (size_t i = 0; i < req.nodes.size(); ++i) {
-        const node_id l = book.owned_local_id(req.nodes[i], part.part, "feature_request");
+        const node_id l = local[i];
         res.rows.row(static_cast<Eigen::Index>(i)) = part.features.row(l);
         res.degrees.push_back(static_cast<std::int32_t>(part.indptr[l + 1] - part.indptr[l]));
       }
@@ -119,6 +119,8 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
                                     auto&& serve) -> caf::result<wire_message> {
     if (!self->state.has_view)
       return as_error(self->state, actor_errc::not_ready, "no peer view yet");
+    if (!self->state.commit_failure.empty())
+      return as_error(self->state, actor_errc::peer_failed, self->state.commit_failure);
     return guarded(expected, m, serve);
   };
   auto control = [self](const wire_message& m) {

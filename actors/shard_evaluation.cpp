@@ -126,9 +126,10 @@ wire_message serve_halo(shard_state& st, const wire_message& m) {
   const Matrix& rows = layer_rows(st, req.layer);
   wire::row_block res;
   res.h = {req.h.step, st.part->part};
+  const auto local = st.book->owned_local_ids(req.nodes, st.part->part, "halo_request");
   res.rows.resize(static_cast<Eigen::Index>(req.nodes.size()), rows.cols());
   for (size_t i = 0; i < req.nodes.size(); ++i) {
-    const node_id l = st.book->owned_local_id(req.nodes[i], st.part->part, "halo_request");
+    const node_id l = local[i];
     res.rows.row(static_cast<Eigen::Index>(i)) = rows.row(l);
     res.degrees.push_back(static_cast<std::int32_t>(st.part->indptr[l + 1] - st.part->indptr[l]));
   }

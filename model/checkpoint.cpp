@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/data_error.hpp"
+#include "model/durable_file.hpp"
 
 namespace degnn {
 namespace {
@@ -109,20 +110,10 @@ void save_checkpoint(const std::filesystem::path& path, const gnn_model& model, 
   h.put<std::uint32_t>(crc_of(w.buf.data(), w.buf.size()));
   h.put<std::uint64_t>(w.buf.size());
 
-  const std::string file = path.string();
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw data_error::at(file, 0, "cannot open checkpoint for writing");
-    out.write(h.buf.data(), static_cast<std::streamsize>(h.buf.size()));
-    out.write(w.buf.data(), static_cast<std::streamsize>(w.buf.size()));
-    out.flush();
-    if (!out) throw data_error::at(file, 0, "write of checkpoint failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw data_error::at(file, 0, "cannot rename checkpoint into place: " + ec.message());
+  durable_file out(path);
+  out.write(h.buf.data(), h.buf.size());
+  out.write(w.buf.data(), w.buf.size());
+  out.commit();
 }
 
 checkpoint load_checkpoint(const std::filesystem::path& path) {

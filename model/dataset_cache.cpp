@@ -9,6 +9,7 @@
 
 #include "model/data_error.hpp"
 #include "model/dataset.hpp"
+#include "model/durable_file.hpp"
 #include "model/hashing.hpp"
 
 namespace degnn {
@@ -30,8 +31,8 @@ struct cache_header {
 };
 
 template <class T>
-void write_array(std::ofstream& out, checksum64& sum, const T* data, size_t count) {
-  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(T)));
+void write_array(durable_file& out, checksum64& sum, const T* data, size_t count) {
+  out.write(data, count * sizeof(T));
   sum.add(data, count * sizeof(T));
 }
 
@@ -80,10 +81,8 @@ std::uint64_t dataset_source_stamp(const fs::path& dir) {
 
 void write_dataset_cache(const dataset& d, const fs::path& file, std::uint64_t stamp) {
   if (file.has_parent_path()) fs::create_directories(file.parent_path());
-  const fs::path tmp = file.string() + ".tmp" + std::to_string(::getpid());
   {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw data_error::at(tmp.string(), 0, "cannot create dataset cache");
+    durable_file out(file);  // a reader never sees a half-written cache
     cache_header h{};
     std::memcpy(h.magic, kMagic, 8);
     h.version = kVersion;
@@ -108,10 +107,9 @@ void write_dataset_cache(const dataset& d, const fs::path& file, std::uint64_t s
     write_array(out, sum, d.train.data(), d.train.size());
     write_array(out, sum, d.valid.data(), d.valid.size());
     write_array(out, sum, d.test.data(), d.test.size());
-    out.write(reinterpret_cast<const char*>(&sum.h), sizeof sum.h);
-    if (!out.flush()) throw data_error::at(tmp.string(), 0, "writing the dataset cache failed");
+    out.write(&sum.h, sizeof sum.h);
+    out.commit();
   }
-  fs::rename(tmp, file);  // atomic: a reader never sees a half-written cache
 }
 
 bool read_dataset_cache(const fs::path& file, std::uint64_t stamp, dataset& result) {

@@ -45,6 +45,27 @@ node_id partition_book::owned_local_id(node_id g, int part, const char* what) co
   return local_id(g);
 }
 
+std::vector<node_id> partition_book::owned_local_ids(std::span<const node_id> ids, int part,
+                                                     const char* what) const {
+  const auto owned = static_cast<size_t>(num_owned(part));
+  if (ids.size() > owned) {
+    throw std::invalid_argument(std::string(what) + " names " + std::to_string(ids.size()) +
+                                " nodes, more than the " + std::to_string(owned) + " partition " +
+                                std::to_string(part) + " owns");
+  }
+  std::vector<node_id> out(ids.size());
+  std::vector<bool> seen(owned, false);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    out[i] = owned_local_id(ids[i], part, what);
+    if (seen[static_cast<size_t>(out[i])]) {
+      throw std::invalid_argument(std::string(what) + " names node " + std::to_string(ids[i]) +
+                                  " twice");
+    }
+    seen[static_cast<size_t>(out[i])] = true;
+  }
+  return out;
+}
+
 owner_groups group_by_owner(const partition_book& book, std::span<const node_id> nodes,
                             int self_part) {
   owner_groups out;

@@ -28,6 +28,11 @@ class partition_book {
   /// `what` when g is out of range or owned elsewhere (a routing bug or a hostile peer: never a
   /// reason to answer with another partition's data).
   node_id owned_local_id(node_id g, int part, const char* what) const;
+  /// owned_local_id of every id of a request, which may name each owned node at most once (so a
+  /// reply is never larger than the partition): a repeat, or more ids than the part owns, throws
+  /// std::invalid_argument naming `what`.
+  std::vector<node_id> owned_local_ids(std::span<const node_id> ids, int part,
+                                       const char* what) const;
   /// Global id of local row l of part p.
   node_id global_id(int part, node_id l) const {
     return owned_[static_cast<size_t>(start_[static_cast<size_t>(part)] + l)];

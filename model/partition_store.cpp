@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "model/data_error.hpp"
+#include "model/durable_file.hpp"
 #include "model/hashing.hpp"
 
 namespace degnn {
@@ -58,41 +59,25 @@ struct book_header {
 };
 static_assert(sizeof(book_header) == 24);
 
-// Writes to FILE.tmpPID and renames on finish(), so readers see either the old file or the new one.
+// Writes through a durable_file with a checksum at the end: readers see the old file or the new.
 class bin_writer {
  public:
-  explicit bin_writer(fs::path file)
-      : file_(std::move(file)), tmp_(file_.string() + ".tmp" + std::to_string(::getpid())) {
-    out_.open(tmp_, std::ios::binary | std::ios::trunc);
-    if (!out_) throw data_error::at(tmp_.string(), 0, "cannot create file");
-  }
-  ~bin_writer() {
-    if (!done_) {
-      out_.close();
-      std::error_code ec;
-      fs::remove(tmp_, ec);
-    }
-  }
+  explicit bin_writer(fs::path file) : out_(std::move(file)) {}
   template <class T>
   void put(const T* data, size_t count) {
     const size_t bytes = count * sizeof(T);
     if (bytes == 0) return;
-    out_.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+    out_.write(data, bytes);
     sum_.add(data, bytes);
   }
   void finish() {
-    out_.write(reinterpret_cast<const char*>(&sum_.h), sizeof sum_.h);
-    out_.close();
-    if (!out_) throw data_error::at(tmp_.string(), 0, "writing failed (disk full?)");
-    fs::rename(tmp_, file_);
-    done_ = true;
+    out_.write(&sum_.h, sizeof sum_.h);
+    out_.commit();
   }
 
  private:
-  fs::path file_, tmp_;
-  std::ofstream out_;
+  durable_file out_;
   checksum64 sum_;
-  bool done_ = false;
 };
 
 class bin_reader {
@@ -204,15 +189,7 @@ T parse_number(std::string_view v, const std::string& file, std::int64_t line, s
 }
 
 void write_text_file(const fs::path& file, const std::string& text) {
-  const fs::path tmp = file.string() + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw data_error::at(tmp.string(), 0, "cannot create file");
-    out << text;
-    out.close();
-    if (!out) throw data_error::at(tmp.string(), 0, "writing failed (disk full?)");
-  }
-  fs::rename(tmp, file);
+  write_file_durably(file, text);
 }
 
 void write_partition_file(const fs::path& file, const graph_partition& p, std::uint64_t book_sum) {

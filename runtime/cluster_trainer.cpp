@@ -8,6 +8,7 @@
 
 #include "actors/coordinator.hpp"
 #include "model/checkpoint.hpp"
+#include "model/durable_file.hpp"
 #include "model/partitioner.hpp"
 #include "model/sampler.hpp"
 #include "runtime/compute_threads.hpp"
@@ -144,11 +145,7 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
   result.traffic = coord.traffic();
   if (!s.trace.empty()) {
     const std::string json = coord.chrome_trace();
-    std::FILE* f = std::fopen(s.trace.c_str(), "w");
-    if (!f) throw std::runtime_error("cannot create the trace file " + s.trace);
-    const bool written = std::fwrite(json.data(), 1, json.size(), f) == json.size();
-    if (std::fclose(f) != 0 || !written)
-      throw std::runtime_error("cannot write the trace file " + s.trace);
+    write_file_durably(s.trace, json);
     std::printf("trace of the pipeline stages written to %s (%.1f MB)\n", s.trace.c_str(),
                 static_cast<double>(json.size()) / 1e6);
   }

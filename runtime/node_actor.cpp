@@ -1,10 +1,12 @@
 // The node actor's behaviour.
 #include "runtime/node_actor.hpp"
 
+#include <map>
 #include <memory>
 #include <set>
 
 #include "actors/gather.hpp"
+#include "runtime/cluster_identity.hpp"
 
 namespace degnn {
 
@@ -15,21 +17,40 @@ struct node_state {
   int id = 0;
   worker_actors local;
   wire::context ctx;
-  std::set<std::int32_t> greeted;  ///< peers whose connection to this node is set up
-  bool has_view = false;           ///< the local workers know every peer
+  std::vector<std::string> identity;
+  std::int64_t num_train = 0;
+  std::set<std::int32_t> greeted;               ///< peers whose connection to this node is set up
+  std::map<std::int32_t, std::string> refused;  ///< peers whose settings differ, and how
+  bool has_view = false;                        ///< the local workers know every peer
 };
 
 node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state> self, int id,
-                                        worker_actors local, wire::context ctx) {
+                                        worker_actors local, wire::context ctx,
+                                        std::vector<std::string> identity, std::int64_t num_train) {
   self->state.id = id;
+  self->state.identity = std::move(identity);
+  self->state.num_train = num_train;
   self->state.local = std::move(local);
   self->state.ctx = ctx;
   return {
-      [self](greet_atom, std::int32_t peer) {
-        self->state.greeted.insert(peer);
-        return static_cast<std::int32_t>(self->state.id);
+      [self](greet_atom, const node_greeting& g) -> caf::result<std::int32_t> {
+        auto& st = self->state;
+        const std::string diff = cluster_identity{st.identity}.difference(
+            g.identity, "node " + std::to_string(st.id), "node " + std::to_string(g.rank));
+        if (!diff.empty()) {
+          const std::string why = "settings that must agree differ: " + diff;
+          st.refused.emplace(g.rank, why);
+          return actor_error(actor_errc::rejected, why);
+        }
+        st.greeted.insert(g.rank);
+        return static_cast<std::int32_t>(st.id);
       },
-      [self](greeted_atom, std::int32_t peer) { return self->state.greeted.count(peer) > 0; },
+      [self](greeted_atom, std::int32_t peer) -> caf::result<bool> {
+        auto& st = self->state;
+        if (auto it = st.refused.find(peer); it != st.refused.end())
+          return actor_error(actor_errc::rejected, it->second);
+        return st.greeted.count(peer) > 0;
+      },
       [self](workers_atom) {
         cluster_handles h{
             {self->state.local.batch}, {self->state.local.shard}, {self->state.local.store}};
@@ -43,7 +64,7 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
         st.has_view = true;
         return true;
       },
-      [self](ready_atom, const peer_view& all) -> caf::result<bool> {
+      [self](ready_atom, const peer_view& all) -> caf::result<std::int64_t> {
         if (!self->state.has_view)
           return actor_error(actor_errc::not_ready, "node " + std::to_string(self->state.id) +
                                                         " is still connecting to its peers");
@@ -61,7 +82,7 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
           shards.push_back({caf::actor_cast<shard_actor>(all.shards[p]), msg});
           stores.push_back({caf::actor_cast<store_actor>(all.stores[p]), msg});
         }
-        auto rp = self->make_response_promise<bool>();
+        auto rp = self->make_response_promise<std::int64_t>();
         const auto timeout = std::chrono::milliseconds(2000);
         auto fail = [self, rp](const caf::error& e) mutable {
           rp.deliver(actor_error(actor_errc::peer_failed,
@@ -78,7 +99,10 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
                    stores = std::move(stores)](std::vector<wire_message>&) mutable {
                     gather(
                         self, report_atom_v, std::move(stores), timeout,
-                        [rp](std::vector<wire_message>&) mutable { rp.deliver(true); }, fail);
+                        [self, rp](std::vector<wire_message>&) mutable {
+                          rp.deliver(self->state.num_train);
+                        },
+                        fail);
                   },
                   fail);
             },
@@ -95,8 +119,9 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
 }  // namespace
 
 node_actor spawn_node_actor(caf::actor_system& sys, int id, const worker_actors& local,
-                            const wire::context& ctx) {
-  return sys.spawn(node_behavior, id, local, ctx);
+                            const wire::context& ctx, std::vector<std::string> identity,
+                            std::int64_t num_train) {
+  return sys.spawn(node_behavior, id, local, ctx, std::move(identity), num_train);
 }
 
 void add_runtime_types(caf::actor_system_config& cfg) {

@@ -10,7 +10,24 @@
 #include "actors/messages.hpp"
 #include "runtime/worker_actors.hpp"
 
+namespace degnn {
+
+/// What a connecting node says first: its rank and its cluster identity lines (see
+/// runtime/cluster_identity.hpp). Handshake of the runtime, next to the node actor's handles.
+struct node_greeting {
+  std::int32_t rank = 0;
+  std::vector<std::string> identity;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_greeting& x) {
+  return f(caf::meta::type_name("degnn.node_greeting"), x.rank, x.identity);
+}
+
+}  // namespace degnn
+
 CAF_BEGIN_TYPE_ID_BLOCK(degnn_runtime, caf::id_block::degnn_coordinator::end)
+CAF_ADD_TYPE_ID(degnn_runtime, (degnn::node_greeting))
 CAF_ADD_ATOM(degnn_runtime, degnn, greet_atom, "greet")
 CAF_ADD_ATOM(degnn_runtime, degnn, greeted_atom, "greeted")
 CAF_ADD_ATOM(degnn_runtime, degnn, workers_atom, "workers")
@@ -20,22 +37,25 @@ CAF_END_TYPE_ID_BLOCK(degnn_runtime)
 
 namespace degnn {
 
-/// greet (node id of a peer that connected -> this node's id), greeted (node id -> whether it
-/// greeted; asked locally), workers (-> this node's batch actor, shard and store, one entry each),
-/// view (every node's workers, from the local runtime once connected -> handed to the local
-/// workers), ready (every node's workers -> true once this node has its view and each remote
-/// actor answered a report; not_ready before the view), bye (-> true, then the node actor quits
-/// and its node stops).
-using node_actor = caf::typed_actor<caf::replies_to<greet_atom, std::int32_t>::with<std::int32_t>,
+/// greet (a peer that connected -> this node's id; refused with the first differing setting when
+/// the peer's identity differs), greeted (node id -> whether it greeted; asked locally; the
+/// refusal's error once a greeting of that node was refused), workers (-> this node's batch actor,
+/// shard and store, one entry each), view (every node's workers, from the local runtime once
+/// connected -> handed to the local workers), ready (every node's workers -> the number of training
+/// nodes of this node's partition, once this node has its view and each remote actor answered a
+/// report; not_ready before the view), bye (-> true, then the node actor quits and its node stops).
+using node_actor = caf::typed_actor<caf::replies_to<greet_atom, node_greeting>::with<std::int32_t>,
                                     caf::replies_to<greeted_atom, std::int32_t>::with<bool>,
                                     caf::replies_to<workers_atom>::with<peer_view>,
                                     caf::replies_to<view_atom, peer_view>::with<bool>,
-                                    caf::replies_to<ready_atom, peer_view>::with<bool>,
+                                    caf::replies_to<ready_atom, peer_view>::with<std::int64_t>,
                                     caf::replies_to<bye_atom>::with<bool>>;
 
-/// Spawns node `id`'s node actor for its local worker actors.
+/// Spawns node `id`'s node actor for its local worker actors; `identity` is this node's cluster
+/// identity lines, which every greeting must match; num_train: its partition's training nodes.
 node_actor spawn_node_actor(caf::actor_system& sys, int id, const worker_actors& local,
-                            const wire::context& ctx);
+                            const wire::context& ctx, std::vector<std::string> identity,
+                            std::int64_t num_train);
 
 /// Registers the runtime's message types (after add_actor_types).
 void add_runtime_types(caf::actor_system_config& cfg);

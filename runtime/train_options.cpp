@@ -1,6 +1,8 @@
 // Option schema and validation of the training settings.
 #include "runtime/train_options.hpp"
 
+#include <filesystem>
+
 #include "model/quantizer.hpp"
 
 namespace degnn {
@@ -103,6 +105,19 @@ train_settings read_train_settings(const option_set& opts) {
   s.trace = opts.str("trace");
   s.checkpoint = opts.str("checkpoint");
   s.resume = opts.str("resume");
+  // Refused here, before any work: otherwise the error would come only after training.
+  for (const char* key : {"metrics", "trace", "checkpoint"}) {
+    const std::filesystem::path file = opts.str(key);
+    if (file.empty() || !file.has_parent_path()) continue;
+    if (!std::filesystem::is_directory(file.parent_path())) {
+      throw config_error(std::string("--") + key + ": folder '" + file.parent_path().string() +
+                         "' does not exist");
+    }
+  }
+  if (!s.resume.empty() && s.pipeline != "single") {
+    throw config_error("--resume restarts single-process training only (--pipeline single); a " +
+                       s.pipeline + " cluster cannot start from a checkpoint yet");
+  }
   s.progress = !opts.flag("no-progress");
   s.timeout_s = static_cast<int>(opts.integer("timeout", 1, 86400));
   s.history_bits = static_cast<int>(opts.integer("history-bits", 2, 32));

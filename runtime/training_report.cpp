@@ -11,9 +11,19 @@
 
 namespace degnn {
 
+namespace {
+
+bool sync_path_of(std::FILE* f) {
+  return ::fsync(::fileno(f)) == 0 || errno == EINVAL || errno == EROFS;
+}
+
+}  // namespace
+
 training_report::training_report(std::string run_name, const std::string& metrics_file,
                                  bool progress)
-    : run_(std::move(run_name)), live_(progress && ::isatty(STDERR_FILENO)) {
+    : run_(std::move(run_name)),
+      metrics_file_(metrics_file),
+      live_(progress && ::isatty(STDERR_FILENO)) {
   if (!metrics_file.empty()) {
     metrics_ = std::fopen(metrics_file.c_str(), "a");
     if (!metrics_)
@@ -51,7 +61,7 @@ bool training_report::epoch_done(const epoch_record& r) {
     best_epoch_ = r.epoch;
   }
   if (metrics_) {
-    std::fprintf(
+    const int written = std::fprintf(
         metrics_,
         "{\"run\":\"%s\",\"epoch\":%d,\"loss\":%.6f,\"train_acc\":%.6f,\"evaluated\":%s,\"eval_"
         "train_acc\":%.6f,"
@@ -68,7 +78,11 @@ bool training_report::epoch_done(const epoch_record& r) {
         static_cast<unsigned long long>(r.eval_bytes),
         static_cast<unsigned long long>(r.setup_bytes), r.allreduce_s,
         r.work_json.empty() ? "{}" : r.work_json.c_str(), peak_rss_mib());
-    std::fflush(metrics_);
+    // A metrics line cut off by a full disk must not pass for a finished run.
+    if (written < 0 || std::fflush(metrics_) != 0 || !sync_path_of(metrics_)) {
+      throw std::runtime_error(metrics_file_ + ": cannot write the metrics line of epoch " +
+                               std::to_string(r.epoch) + ": " + std::strerror(errno));
+    }
   }
   return best;
 }

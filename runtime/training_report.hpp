@@ -32,7 +32,8 @@ class training_report {
 
   void batch_progress(int epoch, std::uint64_t done, std::uint64_t total, double loss,
                       double seeds_per_s);
-  /// Prints the summary line and writes the metrics line; returns true when this is the best
+  /// Prints the summary line and writes the metrics line (written, flushed and fsynced: a failed
+  /// write, a full disk for one, throws naming the file); returns true when this is the best
   /// validation accuracy so far (the caller then checkpoints).
   bool epoch_done(const epoch_record& r);
   /// "test accuracy X at best validation epoch E" line.
@@ -44,6 +45,7 @@ class training_report {
 
  private:
   std::string run_;
+  std::string metrics_file_;
   std::FILE* metrics_ = nullptr;
   bool live_ = false;
   double best_valid_ = -1, test_at_best_ = 0;

@@ -130,7 +130,10 @@ void put_matrix(Builder r, const Matrix& m, capnp::Data::Builder (Builder::*init
 
 Matrix get_matrix(const reader& rd, std::uint64_t rows, std::uint64_t cols,
                   capnp::Data::Reader data) {
-  if (rows * cols * sizeof(float) != data.size()) {
+  // Checked: rows and cols come from the peer, and 2^31 x 2^31 x 4 wraps to 0 in 64 bits.
+  std::uint64_t floats = 0, bytes = 0;
+  if (__builtin_mul_overflow(rows, cols, &floats) ||
+      __builtin_mul_overflow(floats, sizeof(float), &bytes) || bytes != data.size()) {
     rd.fail(std::to_string(rows) + " x " + std::to_string(cols) + " floats do not match " +
             std::to_string(data.size()) + " payload bytes");
   }

@@ -200,6 +200,31 @@ TEST(ShardRequest, RejectsANodeItDoesNotOwn) {
                wire::wire_error);
 }
 
+TEST(ShardRequest, RejectsARequestNamingANodeTwiceSoAReplyNeverOutgrowsThePartition) {
+  // A 400 KB feature request naming one node 100,000 times was answered with 100,000 rows of
+  // 1,433 floats (573 MB on Cora): a reply about 1,400 times its request.
+  const auto& c = cora4();
+  const auto owned = c.book->owned(1);
+  std::vector<node_id> repeated(100'000, owned[0]);
+  for (auto msg : {feature_msg(ctx(), repeated), sample_msg(ctx(), repeated, 5),
+                   feature_msg(ctx(), {owned[0], owned[1], owned[0]})}) {
+    try {
+      serve_shard_request(*c.parts[1], *c.book, ctx(), msg);
+      ADD_FAILURE() << "accepted";
+    } catch (const wire::wire_error& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("twice") != std::string::npos ||
+                  what.find("more than the") != std::string::npos)
+          << what;
+    }
+  }
+  // Every owned node once is the largest request a shard serves.
+  const std::vector<node_id> all(owned.begin(), owned.end());
+  const auto reply = serve_shard_request(*c.parts[1], *c.book, ctx(), feature_msg(ctx(), all));
+  EXPECT_EQ(wire::decode_row_block(ctx(), reply.bytes).rows.rows(),
+            static_cast<Eigen::Index>(all.size()));
+}
+
 TEST(ShardRequest, RejectsTruncatedForeignClusterAndUnknownKindMessages) {
   const auto& c = cora4();
   const auto nodes = owned_sample(0, 10);

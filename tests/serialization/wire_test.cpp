@@ -123,6 +123,31 @@ TEST(Wire, RejectsOversizedBuffers) {
   EXPECT_THROW(decode_row_block(small, encode(ctx, r, kind::feature_response)), wire_error);
 }
 
+TEST(Wire, RejectsAShapeWhoseByteCountOverflows) {
+  // rows x cols x 4 = 4 (mod 2^64) for these two 32-bit counts: an unchecked product matched the
+  // 4-byte payload of a 1 x 1 matrix and asked for a matrix of 4.6e18 floats.
+  row_block r;
+  r.rows = Matrix::Constant(1, 1, 1.5f);
+  auto b = encode(ctx, r, kind::feature_response);
+  // The root struct's data word follows the segment table and the root pointer: rows, cols.
+  std::uint32_t rows = 0, cols = 0;
+  std::memcpy(&rows, b.data() + 16, 4);
+  std::memcpy(&cols, b.data() + 20, 4);
+  ASSERT_EQ(rows, 1u);
+  ASSERT_EQ(cols, 1u);
+  rows = 1380655685u;
+  cols = 3340214413u;
+  ASSERT_EQ(static_cast<std::uint64_t>(rows) * cols * 4, 4u);  // the wrap this test is about
+  std::memcpy(b.data() + 16, &rows, 4);
+  std::memcpy(b.data() + 20, &cols, 4);
+  try {
+    decode_row_block(ctx, b);
+    FAIL() << "accepted";
+  } catch (const wire_error& e) {
+    EXPECT_NE(std::string(e.what()).find("do not match"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Wire, NeverCrashesOnRandomlyCorruptedBuffers) {
   // Bounded fuzz loop: flip bytes of valid messages; every outcome must be a value or a
   // wire_error, never a crash or another exception type. (A libFuzzer target with a kept corpus
