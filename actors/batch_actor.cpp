@@ -179,8 +179,15 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
   auto guarded = [self](wire::kind expected, bool needs_peers, const wire_message& m,
                         auto&& serve) -> caf::result<wire_message> {
     auto& st = self->state;
-    if (needs_peers && !st.has_view)
-      return as_error(st, actor_errc::not_ready, "not connected to every peer yet");
+    // Only the report (counters) is answered to anyone: it is asked before every view is set.
+    if (needs_peers) {
+      if (auto why = outsider(self->current_sender(), self->node(), st.members); !why.empty()) {
+        ++st.rejected;
+        return as_error(st, actor_errc::rejected, "refused " + why);
+      }
+      if (!st.has_view)
+        return as_error(st, actor_errc::not_ready, "not connected to every peer yet");
+    }
     try {
       expect_kind(m, expected);
       return serve();
@@ -224,12 +231,14 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
       },
       [self](view_atom, const peer_view& v) {
         auto& st = self->state;
-        if (!acceptable_view(v, st.has_view, static_cast<size_t>(st.book->num_parts()))) {
+        if (!outsider(self->current_sender(), self->node(), {}).empty() ||
+            !acceptable_view(v, st.has_view, static_cast<size_t>(st.book->num_parts()))) {
           ++st.rejected;
           return;
         }
         st.batchers = handles_of<batch_actor>(v.batchers);
         st.shards = handles_of<shard_actor>(v.shards);
+        st.members = member_nodes(v);
         st.has_view = true;
       },
   };

@@ -30,6 +30,7 @@ struct batch_state {
   std::vector<batch_actor> batchers;  ///< every worker's batch actor (from the peer view)
   std::vector<shard_actor> shards;    ///< every partition's shard
   bool has_view = false;
+  std::vector<caf::node_id> members;       ///< nodes of the view: the only senders served
   std::unique_ptr<model_replica> replica;  ///< trains the whole model (centralized), the top layer
   worker_settings settings;
   wire::context ctx;

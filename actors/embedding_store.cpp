@@ -93,6 +93,11 @@ store_actor::behavior_type store_behavior(self_ptr self,
       st.part->num_owned(), settings.widths, settings.bits,
       settings.stochastic_rounding ? rounding::stochastic : rounding::nearest);
   // Every handler: validate, answer; a bad request is refused, counted and named.
+  auto refuse = [self](const std::string& why) {
+    ++self->state.rejected;
+    return actor_error(actor_errc::rejected,
+                       "embedding store " + std::to_string(self->state.part->part) + ": " + why);
+  };
   auto guarded = [self](auto&& serve, const wire_message& m) -> caf::result<wire_message> {
     try {
       return serve(self->state, m);
@@ -104,8 +109,16 @@ store_actor::behavior_type store_behavior(self_ptr self,
     }
   };
   return {
-      [guarded](get_atom, const wire_message& m) { return guarded(serve_get, m); },
-      [self](put_atom, const history_commit& c) -> caf::result<bool> {
+      [self, guarded, refuse](get_atom, const wire_message& m) -> caf::result<wire_message> {
+        if (auto why = outsider(self->current_sender(), self->node(), self->state.members);
+            !why.empty())
+          return refuse("refused " + why);
+        return guarded(serve_get, m);
+      },
+      [self, refuse](put_atom, const history_commit& c) -> caf::result<bool> {
+        // Only the shard beside it commits, and never across nodes.
+        if (auto why = outsider(self->current_sender(), self->node(), {}); !why.empty())
+          return refuse("refused a put: " + why);
         try {
           serve_put(self->state, c);
           return true;
@@ -123,6 +136,15 @@ store_actor::behavior_type store_behavior(self_ptr self,
               return counters_report(st.part->part, st.ctx, st.sent, st.rejected);
             },
             m);
+      },
+      [self](view_atom, const peer_view& v) {
+        auto& st = self->state;
+        if (!outsider(self->current_sender(), self->node(), {}).empty() || !st.members.empty() ||
+            v.stores.size() != static_cast<size_t>(st.book->num_parts())) {
+          ++st.rejected;
+          return;
+        }
+        st.members = member_nodes(v);
       },
   };
 }

@@ -26,8 +26,9 @@ struct store_state {
   std::shared_ptr<const partition_book> book;
   std::unique_ptr<embedding_table> table;
   wire::context ctx;
-  wire::traffic sent;          ///< replies to other nodes
-  std::uint64_t rejected = 0;  ///< requests that failed validation
+  wire::traffic sent;                 ///< replies to other nodes
+  std::uint64_t rejected = 0;         ///< requests that failed validation
+  std::vector<caf::node_id> members;  ///< nodes of the view: the only senders of gets served
 };
 
 store_actor::behavior_type store_behavior(store_actor::stateful_pointer<store_state> self,

@@ -1,6 +1,8 @@
 // Registration of the actor protocol's types and the rendering of its errors.
 #include "actors/messages.hpp"
 
+#include <algorithm>
+
 #include "actors/coordinator.hpp"
 
 namespace degnn {
@@ -29,6 +31,27 @@ wire::allreduce_chunk decode_average(const wire::context& ctx, const wire_messag
                            " values, the model " + std::to_string(num_parameters));
   }
   return avg;
+}
+
+std::vector<caf::node_id> member_nodes(const peer_view& v) {
+  std::vector<caf::node_id> out;
+  for (const auto* list : {&v.batchers, &v.shards, &v.stores}) {
+    for (const auto& a : *list) {
+      if (a && std::find(out.begin(), out.end(), a->node()) == out.end()) out.push_back(a->node());
+    }
+  }
+  return out;
+}
+
+std::string outsider(const caf::strong_actor_ptr& sender, const caf::node_id& here,
+                     const std::vector<caf::node_id>& members) {
+  if (!sender) return "an anonymous message";
+  const caf::node_id from = sender->node();
+  if (members.empty() ? from == here
+                      : std::find(members.begin(), members.end(), from) != members.end())
+    return {};
+  return "a message from " + caf::to_string(from) + ", which is " +
+         (members.empty() ? "not this node (no view yet)" : "not a member of the cluster");
 }
 
 void add_actor_types(caf::actor_system_config& cfg) {

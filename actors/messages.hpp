@@ -125,7 +125,7 @@ using shard_actor =
 ///   of its own shard -> true), report.
 using store_actor =
     caf::typed_actor<wire_call<get_atom>, caf::replies_to<put_atom, history_commit>::with<bool>,
-                     wire_call<report_atom>>;
+                     wire_call<report_atom>, caf::reacts_to<view_atom, peer_view>>;
 
 /// One per worker: the batch owner.
 ///   step (control -> allreduce_chunk with the step's loss counts: the gradient in the
@@ -155,6 +155,16 @@ inline bool acceptable_view(const peer_view& v, bool already_have_one, std::size
   return !already_have_one && v.batchers.size() == parts && v.shards.size() == parts &&
          v.stores.size() == parts;
 }
+
+/// The CAF nodes hosting a view's actors. Once an actor has its view it serves these nodes only:
+/// a process outside the cluster that learned an actor's handle (the node actor hands them out)
+/// cannot pull data or push a forged gradient.
+std::vector<caf::node_id> member_nodes(const peer_view& v);
+
+/// Empty when the current message's sender may be served, else why not: a member node once the
+/// view came (`members` not empty), before it this node only; never an anonymous sender.
+std::string outsider(const caf::strong_actor_ptr& sender, const caf::node_id& here,
+                     const std::vector<caf::node_id>& members);
 
 /// The typed handles of a peer view's entries.
 template <class Handle>

@@ -103,9 +103,15 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
   st.scratch.assign(static_cast<size_t>(st.book->num_nodes()), -1);
   // Every handler: check the kind, serve; a request that fails validation is refused with an
   // error naming the shard, and counted.
-  auto guarded = [self](wire::kind expected, const wire_message& m,
-                        auto&& serve) -> caf::result<wire_message> {
+  auto guarded = [self](wire::kind expected, const wire_message& m, auto&& serve,
+                        bool members_only = true) -> caf::result<wire_message> {
     auto& st = self->state;
+    if (members_only) {
+      if (auto why = outsider(self->current_sender(), self->node(), st.members); !why.empty()) {
+        ++st.rejected;
+        return as_error(st, actor_errc::rejected, "refused " + why);
+      }
+    }
     try {
       expect_kind(m, expected);
       return serve();
@@ -117,8 +123,11 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
   // Work that needs the peers waits for the view (see messages.hpp).
   auto with_peers = [self, guarded](wire::kind expected, const wire_message& m,
                                     auto&& serve) -> caf::result<wire_message> {
-    if (!self->state.has_view)
+    if (!self->state.has_view) {
+      if (!outsider(self->current_sender(), self->node(), {}).empty())
+        return guarded(expected, m, serve);  // refused and counted there
       return as_error(self->state, actor_errc::not_ready, "no peer view yet");
+    }
     if (!self->state.commit_failure.empty())
       return as_error(self->state, actor_errc::peer_failed, self->state.commit_failure);
     return guarded(expected, m, serve);
@@ -176,8 +185,10 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
                        [&]() -> caf::result<wire_message> { return parameters(self->state, m); });
       },
       [self, guarded](report_atom, const wire_message& m) {
-        return guarded(wire::kind::control, m,
-                       [&]() -> caf::result<wire_message> { return report(self->state, m); });
+        // Counters only, and asked of every node's actors before they all have their view.
+        return guarded(
+            wire::kind::control, m,
+            [&]() -> caf::result<wire_message> { return report(self->state, m); }, false);
       },
       [self](trace_atom, const wire_message&) -> caf::result<wire_message> {
         auto& st = self->state;
@@ -187,12 +198,14 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
       },
       [self](view_atom, const peer_view& v) {
         auto& st = self->state;
-        if (!acceptable_view(v, st.has_view, static_cast<size_t>(st.book->num_parts()))) {
+        if (!outsider(self->current_sender(), self->node(), {}).empty() ||
+            !acceptable_view(v, st.has_view, static_cast<size_t>(st.book->num_parts()))) {
           ++st.rejected;
           return;
         }
         st.shards = handles_of<shard_actor>(v.shards);
         st.stores = handles_of<store_actor>(v.stores);
+        st.members = member_nodes(v);
         st.has_view = true;
       },
   };

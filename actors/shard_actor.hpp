@@ -54,6 +54,7 @@ struct shard_state {
   std::vector<shard_actor> shards;  ///< every partition's shard (from the peer view)
   std::vector<store_actor> stores;  ///< every partition's embedding store
   bool has_view = false;
+  std::vector<caf::node_id> members;  ///< nodes of the view: the only senders served
   std::unique_ptr<model_replica> replica;
   worker_settings settings;
   wire::context ctx;

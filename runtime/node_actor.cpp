@@ -61,6 +61,7 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
         if (st.has_view) return actor_error(actor_errc::rejected, "the view is given once");
         self->send(st.local.shard, view_atom_v, all);
         self->send(st.local.batch, view_atom_v, all);
+        self->send(st.local.store, view_atom_v, all);
         st.has_view = true;
         return true;
       },

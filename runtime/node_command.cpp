@@ -3,6 +3,9 @@
 // entry of --peers), connects to every other node and takes the handles of their actors, and then
 // node 0 coordinates training while the others serve until told to stop.
 //   degnn node --config-file=cluster.conf --id 0     (and --id 1 ... in other processes)
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
@@ -59,6 +62,14 @@ std::vector<endpoint> parse_peers(const std::string& text) {
   return out;
 }
 
+bool is_loopback(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return ::inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
 // Retries a connection until it succeeds or the deadline passes: peers start in any order.
 template <class Handle>
 Handle connect(caf::actor_system& sys, const endpoint& e,
@@ -82,6 +93,10 @@ int run_node(int argc, char** argv) {
   specs.push_back(
       {"peers", "", "HOST:PORT of every node, in node order (its node actor listens there)"});
   specs.push_back({"connect-timeout", "60", "seconds to wait for all peers"});
+  specs.push_back({"insecure", "false",
+                   "publish on an address other than loopback without TLS (anyone who reaches "
+                   "the port can talk to the node; see README)",
+                   true});
   specs.push_back({"heartbeat-ms", "500", "milliseconds between heartbeats on each connection"});
   specs.push_back({"heartbeat-misses", "20",
                    "a connection silent for this many heartbeat intervals is dropped and its "
@@ -104,6 +119,13 @@ int run_node(int argc, char** argv) {
       static_cast<int>(opts.integer("id", 0, static_cast<std::int64_t>(peers.size()) - 1));
   train_settings s = read_train_settings(opts);
   const std::string me_name = "node " + std::to_string(id);
+  // Without TLS, whoever reaches the port is a peer, and CAF 0.17 allocates whatever payload a
+  // connecting peer announces: stay on loopback unless the operator accepts that.
+  if (!is_loopback(peers[static_cast<size_t>(id)].host) && !opts.flag("insecure")) {
+    throw config_error("node: " + peers[static_cast<size_t>(id)].host +
+                       " is not a loopback address, and nodes do not authenticate each other "
+                       "yet; pass --insecure to publish there anyway (on a trusted network only)");
+  }
   // Everything that can be checked is checked before any actor starts: an error after that point
   // must first stop the actors (see `stopper` below).
   const partition_meta meta = load_partition_meta(s.partitions);

@@ -36,6 +36,7 @@ peer_view cluster_handles::view() const {
 void send_view(caf::scoped_actor& self, const worker_actors& w, const peer_view& v) {
   self->send(w.shard, view_atom_v, v);
   self->send(w.batch, view_atom_v, v);
+  self->send(w.store, view_atom_v, v);
 }
 
 void stop_worker(caf::scoped_actor& self, const worker_actors& w) {

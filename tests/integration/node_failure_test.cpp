@@ -173,6 +173,8 @@ TEST_F(NodeFailure, BadOptionsAreRefusedBeforeTheClusterForms) {
       {{"--metrics", (dir_->path / "no-such-folder" / "m.json").string()}, "--metrics: folder"},
       {{"--resume", (dir_->path / "x.ckpt").string()}, "--resume restarts single-process"},
       {{"--data", "data/pubmed"}, "--data is not used by a node"},
+      {{"--peers", "192.0.2.1:24811,127.0.0.1:24812"},
+       "192.0.2.1 is not a loopback address, and nodes do not authenticate each other yet"},
   };
   for (const auto& bad : cases) {
     std::vector<std::string> args = {DEGNN_BINARY, "node", c, "--id", "0"};

@@ -49,6 +49,7 @@ class child_process {
     }
   }
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
   void signal(int sig) {
     if (pid_ > 0 && !exited_) ::kill(pid_, sig);
   }
@@ -109,5 +110,14 @@ struct temp_dir {
   }
   ~temp_dir() { fs::remove_all(path); }
 };
+
+/// Peak resident memory of a running process in MiB (VmHWM), 0 once it is gone.
+inline double peak_rss_mib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return 0;
+}
 
 }  // namespace degnn::test
