@@ -180,11 +180,18 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
                         auto&& serve) -> caf::result<wire_message> {
     auto& st = self->state;
     // Only the report (counters) is answered to anyone: it is asked before every view is set.
-    if (needs_peers) {
-      if (auto why = outsider(self->current_sender(), self->node(), st.members); !why.empty()) {
-        ++st.rejected;
-        return as_error(st, actor_errc::rejected, "refused " + why);
+    auto refuse = [&](const std::string& why) {
+      ++st.rejected;
+      if (st.settings.on_reject) {
+        st.settings.on_reject("batch actor " + std::to_string(st.part->part) + " refused a " +
+                              wire::kind_name(static_cast<wire::kind>(m.kind)) + " of " +
+                              sender_name(self->current_sender()) + ": " + why);
       }
+      return as_error(st, actor_errc::rejected, why);
+    };
+    if (needs_peers) {
+      if (auto why = outsider(self->current_sender(), self->node(), st.members); !why.empty())
+        return refuse("refused " + why);
       if (!st.has_view)
         return as_error(st, actor_errc::not_ready, "not connected to every peer yet");
     }
@@ -192,8 +199,7 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
       expect_kind(m, expected);
       return serve();
     } catch (const std::exception& e) {
-      ++st.rejected;
-      return as_error(st, actor_errc::rejected, e.what());
+      return refuse(e.what());
     }
   };
   auto control = [self](const wire_message& m) {

@@ -92,20 +92,22 @@ store_actor::behavior_type store_behavior(self_ptr self,
   st.table = std::make_unique<embedding_table>(
       st.part->num_owned(), settings.widths, settings.bits,
       settings.stochastic_rounding ? rounding::stochastic : rounding::nearest);
-  // Every handler: validate, answer; a bad request is refused, counted and named.
+  st.on_reject = std::move(settings.on_reject);
+  // Every handler: validate, answer; a bad request is refused, counted, named and logged.
   auto refuse = [self](const std::string& why) {
-    ++self->state.rejected;
-    return actor_error(actor_errc::rejected,
-                       "embedding store " + std::to_string(self->state.part->part) + ": " + why);
+    auto& st = self->state;
+    ++st.rejected;
+    const std::string me = "embedding store " + std::to_string(st.part->part);
+    if (st.on_reject)
+      st.on_reject(me + " refused a request of " + sender_name(self->current_sender()) + ": " +
+                   why);
+    return actor_error(actor_errc::rejected, me + ": " + why);
   };
-  auto guarded = [self](auto&& serve, const wire_message& m) -> caf::result<wire_message> {
+  auto guarded = [refuse, self](auto&& serve, const wire_message& m) -> caf::result<wire_message> {
     try {
       return serve(self->state, m);
     } catch (const std::exception& e) {
-      ++self->state.rejected;
-      return actor_error(
-          actor_errc::rejected,
-          "embedding store " + std::to_string(self->state.part->part) + ": " + e.what());
+      return refuse(e.what());
     }
   };
   return {
@@ -123,10 +125,7 @@ store_actor::behavior_type store_behavior(self_ptr self,
           serve_put(self->state, c);
           return true;
         } catch (const std::exception& e) {
-          ++self->state.rejected;
-          return actor_error(
-              actor_errc::rejected,
-              "embedding store " + std::to_string(self->state.part->part) + ": " + e.what());
+          return refuse(e.what());
         }
       },
       [guarded](report_atom, const wire_message& m) {

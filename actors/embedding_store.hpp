@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "actors/messages.hpp"
+#include "actors/worker_settings.hpp"
 #include "model/embedding_table.hpp"
 #include "model/partition_book.hpp"
 #include "model/partition_store.hpp"
@@ -18,6 +19,7 @@ struct store_settings {
   std::vector<int> widths;  ///< widths of levels 1 .. L-1 (h^(1) .. h^(L-1))
   int bits = 8;             ///< 32 (exact), 16, 8, 4 or 2 per value
   bool stochastic_rounding = false;
+  reject_log on_reject;
 };
 
 struct store_state {
@@ -29,6 +31,7 @@ struct store_state {
   wire::traffic sent;                 ///< replies to other nodes
   std::uint64_t rejected = 0;         ///< requests that failed validation
   std::vector<caf::node_id> members;  ///< nodes of the view: the only senders of gets served
+  reject_log on_reject;
 };
 
 store_actor::behavior_type store_behavior(store_actor::stateful_pointer<store_state> self,

@@ -54,6 +54,11 @@ std::string outsider(const caf::strong_actor_ptr& sender, const caf::node_id& he
          (members.empty() ? "not this node (no view yet)" : "not a member of the cluster");
 }
 
+std::string sender_name(const caf::strong_actor_ptr& sender) {
+  if (!sender) return "an anonymous sender";
+  return "actor " + std::to_string(sender->id()) + " on node " + caf::to_string(sender->node());
+}
+
 void add_actor_types(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::degnn>();
   cfg.add_message_types<caf::id_block::degnn_coordinator>();

@@ -166,6 +166,9 @@ std::vector<caf::node_id> member_nodes(const peer_view& v);
 std::string outsider(const caf::strong_actor_ptr& sender, const caf::node_id& here,
                      const std::vector<caf::node_id>& members);
 
+/// "actor 12 on node 5E1C...#4711" (CAF's node id: host hash and process id), for logs.
+std::string sender_name(const caf::strong_actor_ptr& sender);
+
 /// The typed handles of a peer view's entries.
 template <class Handle>
 std::vector<Handle> handles_of(const std::vector<caf::strong_actor_ptr>& ptrs) {

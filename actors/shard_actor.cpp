@@ -106,18 +106,24 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
   auto guarded = [self](wire::kind expected, const wire_message& m, auto&& serve,
                         bool members_only = true) -> caf::result<wire_message> {
     auto& st = self->state;
-    if (members_only) {
-      if (auto why = outsider(self->current_sender(), self->node(), st.members); !why.empty()) {
-        ++st.rejected;
-        return as_error(st, actor_errc::rejected, "refused " + why);
+    auto refuse = [&](const std::string& why) {
+      ++st.rejected;
+      if (st.settings.on_reject) {
+        st.settings.on_reject("shard " + std::to_string(st.part->part) + " refused a " +
+                              wire::kind_name(static_cast<wire::kind>(m.kind)) + " of " +
+                              sender_name(self->current_sender()) + ": " + why);
       }
+      return as_error(st, actor_errc::rejected, why);
+    };
+    if (members_only) {
+      if (auto why = outsider(self->current_sender(), self->node(), st.members); !why.empty())
+        return refuse("refused " + why);
     }
     try {
       expect_kind(m, expected);
       return serve();
     } catch (const std::exception& e) {
-      ++st.rejected;
-      return as_error(st, actor_errc::rejected, e.what());
+      return refuse(e.what());
     }
   };
   // Work that needs the peers waits for the view (see messages.hpp).

@@ -4,9 +4,15 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 namespace degnn {
+
+/// Told of every request an actor refuses, with the actor, the sender and the cause (the runtime
+/// logs it); empty: refusals are only counted.
+using reject_log = std::function<void(const std::string&)>;
 
 struct worker_settings {
   bool decentralized = false;        ///< computation push (DEGNN) instead of pulling (DistDGL)
@@ -21,6 +27,7 @@ struct worker_settings {
   int fusion = 2;           ///< CG fusion level (model/push_plan.hpp): 2, 1 or 0
   double local_bias = 1.0;  ///< see expand_local: remote share of a local expansion's fanout
   bool trace = false;       ///< keep every stage span for a trace file
+  reject_log on_reject;
 
   /// The level the shards' partial sums are at: h^(top) of the neighbours, top = layers - 1.
   int top_level() const { return static_cast<int>(fanouts.size()) - 1; }

@@ -140,7 +140,8 @@ int run_node(int argc, char** argv) {
   rc.num_classes = meta.num_classes;
   const cluster_identity identity = identity_of(s, meta);
   const wire::context ctx{.cluster_id = identity.hash()};
-  const worker_settings ws = make_worker_settings(s);
+  worker_settings ws = make_worker_settings(s);
+  ws.on_reject = log_rejections(me_name + ": ");
   // Node 0 opens its metrics file now: a bad path is refused before the cluster forms.
   std::optional<training_report> report;
   if (id == 0) report.emplace(meta.dataset_name + "/node-cluster", s.metrics, s.progress);

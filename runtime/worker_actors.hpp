@@ -26,6 +26,9 @@ worker_actors spawn_worker(caf::actor_system& sys, std::shared_ptr<const graph_p
                            std::shared_ptr<const partition_book> book, const replica_config& model,
                            const worker_settings& settings, const wire::context& ctx);
 
+/// A reject_log that prints refusals on stderr after `prefix` ("node 1: "), rate-limited.
+reject_log log_rejections(std::string prefix);
+
 /// Every partition's actors, index = partition id.
 struct cluster_handles {
   std::vector<batch_actor> batchers;

@@ -184,6 +184,14 @@ class HostilePeer : public ::testing::Test {
     EXPECT_FALSE(out.losses.empty()) << log0;
     if (hostile) {
       EXPECT_EQ(out.rejected, static_cast<std::uint64_t>(probes)) << log0;
+      // Each refusal is logged by the node with the sender and the cause.
+      const std::string log1 = read_file(dir_->path / (name + "1.log"));
+      EXPECT_NE(log1.find("node 1: shard 1 refused a feature_request of actor "), std::string::npos)
+          << log1;
+      EXPECT_NE(log1.find("(refusal 7)"), std::string::npos) << log1;
+      const auto at = log1.find("node 1: shard 1 refused");
+      if (at != std::string::npos)
+        std::printf("%s\n", log1.substr(at, log1.find('\n', at) - at).c_str());
     }
     return out;
   }
