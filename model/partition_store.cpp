@@ -164,6 +164,7 @@ std::string meta_text(const partition_meta& m) {
     << "method=" << m.method << "\n"
     << "seed=" << m.seed << "\n"
     << "owner_checksum=" << sum << "\n";
+  if (!m.source.empty()) s << "source=" << m.source << "\n";
   return s.str();
 }
 
@@ -369,7 +370,8 @@ fs::path partition_file(const fs::path& dir, int part) {
 }
 
 void write_partitions(const dataset& d, const std::vector<std::int32_t>& owner, const fs::path& dir,
-                      std::string_view method, std::uint64_t seed, int num_parts) {
+                      std::string_view method, std::uint64_t seed, int num_parts,
+                      const fs::path& source) {
   if (owner.size() != static_cast<size_t>(d.num_nodes())) {
     throw std::invalid_argument("write_partitions: owner has " + std::to_string(owner.size()) +
                                 " entries for a dataset of " + std::to_string(d.num_nodes()) +
@@ -377,10 +379,12 @@ void write_partitions(const dataset& d, const std::vector<std::int32_t>& owner, 
   }
   if (num_parts <= 0)
     num_parts = owner.empty() ? 1 : *std::max_element(owner.begin(), owner.end()) + 1;
-  for (const std::string_view s : {std::string_view(d.name), method}) {
+  const std::string source_text = source.empty() ? "" : fs::absolute(source).string();
+  for (const std::string_view s :
+       {std::string_view(d.name), method, std::string_view(source_text)}) {
     if (s.find('\n') != std::string_view::npos || s.find('\r') != std::string_view::npos) {
       throw std::invalid_argument(
-          "write_partitions: dataset and method names must be single lines");
+          "write_partitions: dataset and method names and the source folder must be single lines");
     }
   }
   const partition_book book(owner, num_parts);  // validates the owners
@@ -415,6 +419,7 @@ void write_partitions(const dataset& d, const std::vector<std::int32_t>& owner, 
   m.method = std::string(method);
   m.seed = seed;
   m.owner_checksum = book_sum;
+  m.source = source_text;
   write_text_file(dir / kMetaName, meta_text(m));  // last: its presence marks a complete set
 }
 
@@ -466,6 +471,8 @@ partition_meta load_partition_meta(const fs::path& dir) {
       m.seed = parse_number<std::uint64_t>(value, file, line_no, key);
     } else if (key == "owner_checksum") {
       m.owner_checksum = parse_number<std::uint64_t>(value, file, line_no, key, 16);
+    } else if (key == "source") {
+      m.source = std::string(value);
     } else {
       throw data_error::at(file, line_no, "unknown key '" + key + "'");
     }

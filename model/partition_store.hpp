@@ -60,6 +60,7 @@ struct partition_meta {
   std::string method;  ///< e.g. "metis", "random"
   std::uint64_t seed = 0;
   std::uint64_t owner_checksum = 0;  ///< ties each partition file to the book it was cut with
+  std::string source;  ///< the dataset directory it was cut from, absolute (optional, may be "")
 };
 
 /// Writes DIR/partitions.meta, DIR/owner.bin and DIR/part-K/partition.bin for K in [0, num_parts),
@@ -69,7 +70,7 @@ struct partition_meta {
 /// data_error when a file cannot be written.
 void write_partitions(const dataset& d, const std::vector<std::int32_t>& owner,
                       const std::filesystem::path& dir, std::string_view method, std::uint64_t seed,
-                      int num_parts = 0);
+                      int num_parts = 0, const std::filesystem::path& source = {});
 
 /// Each loader throws data_error naming the file and what is wrong with it (missing, truncated,
 /// bad magic or version, checksum mismatch, sizes that disagree with partitions.meta, ids out of

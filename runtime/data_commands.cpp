@@ -93,7 +93,7 @@ int run_partition(int argc, char** argv) {
       partition_graph(d.graph, d.train, parts, parse_partition_method(method_name), seed);
   const double part_s = clock.seconds();
   clock.reset();
-  write_partitions(d, owner, opts.str("out"), method_name, seed, parts);
+  write_partitions(d, owner, opts.str("out"), method_name, seed, parts, opts.str("data"));
   const double write_s = clock.seconds();
   std::printf("partitioned %s (%d nodes) into %d parts with %s\n", d.name.c_str(), d.num_nodes(),
               parts, method_name.c_str());

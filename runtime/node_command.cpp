@@ -112,6 +112,13 @@ int run_node(int argc, char** argv) {
         "node: --data is not used by a node, which reads only its partition from "
         "--partitions (made by degnn partition); remove it");
   }
+  for (const char* key : {"parts", "compare-with"}) {
+    if (opts.given(key)) {
+      throw config_error(std::string("node: --") + key +
+                         " is not used by a node (the partition set and --peers define the "
+                         "cluster); remove it");
+    }
+  }
   if (!opts.given("partitions"))
     throw config_error("node: --partitions DIR is required (made by degnn partition)");
   const auto peers = parse_peers(opts.str("peers"));

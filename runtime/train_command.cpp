@@ -17,7 +17,24 @@ int run_train(int argc, char** argv) {
                   "degnn train [--config-file=F] [--data DIR --model sage|gcn --epochs N ...]",
                   train_option_specs());
   if (!opts.parse(argc, argv, 0)) return 0;
-  const train_settings s = read_train_settings(opts);
+  train_settings s = read_train_settings(opts);
+  if (!s.partitions.empty()) {
+    // The partition set names its dataset and its number of parts: --data and --parts may only
+    // repeat them.
+    const partition_meta meta = load_partition_meta(s.partitions);
+    if (opts.given("parts") && s.parts != meta.num_parts) {
+      throw config_error("--parts " + std::to_string(s.parts) + " but " + s.partitions + " has " +
+                         std::to_string(meta.num_parts) + " parts (leave --parts out)");
+    }
+    if (!opts.given("data")) {
+      if (meta.source.empty()) {
+        throw config_error(s.partitions +
+                           " does not record its dataset folder (made before "
+                           "degnn partition recorded it): give --data");
+      }
+      s.data = meta.source;
+    }
+  }
   const dataset d = load_dataset(s.data, {.use_cache = true, .cache_path = {}, .verbose = false});
   std::printf(
       "%s: %d nodes, %lld in-edges, %d features, %d classes; %s pipeline, %d part%s, %s %d layers, "

@@ -105,6 +105,30 @@ train_settings read_train_settings(const option_set& opts) {
   s.trace = opts.str("trace");
   s.checkpoint = opts.str("checkpoint");
   s.resume = opts.str("resume");
+  // An option the run would ignore is an error, not a surprise after training.
+  if (s.pipeline != "decentralized") {
+    for (const char* key : {"history-bits", "staleness", "fusion", "stochastic-rounding",
+                            "local-bias", "no-overlap"}) {
+      if (opts.given(key)) {
+        throw config_error(std::string("--") + key +
+                           " applies to the decentralized pipeline only (this run's pipeline is " +
+                           s.pipeline + ")");
+      }
+    }
+  }
+  if (s.pipeline == "single") {
+    for (const char* key : {"trace", "compare-with", "partition-method"}) {
+      if (opts.given(key)) {
+        throw config_error(std::string("--") + key +
+                           " applies to clusters only (this run's pipeline is single)");
+      }
+    }
+  }
+  if (!s.partitions.empty() && opts.given("partition-method")) {
+    throw config_error(
+        "--partition-method is not used with --partitions (the set was cut by "
+        "degnn partition already)");
+  }
   // Refused here, before any work: otherwise the error would come only after training.
   for (const char* key : {"metrics", "trace", "checkpoint"}) {
     const std::filesystem::path file = opts.str(key);

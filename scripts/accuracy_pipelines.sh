@@ -37,7 +37,10 @@ out=$(mktemp)
 for seed in $(seq "$seeds"); do
   for run in "${runs[@]}"; do
     set -- $run
-    line=$("$bin" train "${common[@]}" --pipeline "$1" --history-bits "$2" --local-bias "$3" \
+    # History options belong to the decentralized pipeline only (degnn train refuses them else).
+    extra=()
+    [ "$1" = decentralized ] && extra=(--history-bits "$2" --local-bias "$3")
+    line=$("$bin" train "${common[@]}" --pipeline "$1" "${extra[@]}" \
              --seed "$seed" --metrics "$out.m" | sed -n 's/^test accuracy \([0-9.]*\) .*/\1/p')
     bytes=$(python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; print(sum(x["bytes"] for x in r)//len(r))' "$out.m")
     rm -f "$out.m"
