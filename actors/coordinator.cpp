@@ -87,7 +87,9 @@ void apply_average(self_ptr self, std::vector<float> sum, int contributors, std:
       self, st.batchers, apply_atom_v, std::move(out), "apply gradient",
       [self, step, began_us, done](std::vector<wire_message>&) {
         auto& st = self->state;
-        st.stages.add(stage::allreduce, step, began_us, stage_log::now_us());
+        const auto now = stage_log::now_us();
+        st.stages.add(stage::allreduce, step, began_us, now);
+        st.activity.end(kReduceActivity, now);
         ++st.status.applies;
         done();
       },
@@ -123,10 +125,12 @@ void finish_steps(self_ptr self, done_fn done, fail_fn fail) {
   }
   enter(st, coordinator_phase::reducing);
   const auto u = *st.unreduced;
+  const auto began = stage_log::now_us();
+  st.activity.begin(kReduceActivity, began);
   all(
       self, st.batchers, gradient_atom_v,
       control_messages(st, {.h = {u.step, 0}, .what = wire::control_kind::gradient}), "gradient",
-      [self, u, done, fail, began = stage_log::now_us()](std::vector<wire_message>& replies) {
+      [self, u, done, fail, began](std::vector<wire_message>& replies) {
         reduce_and_apply(
             self, replies, u.contributors, u.step, began,
             [self, done] {
@@ -162,6 +166,7 @@ void centralized_step(self_ptr self, caf::typed_response_promise<step_result> rp
                       std::uint32_t epoch, std::uint64_t index, std::uint64_t step) {
   auto& st = self->state;
   const std::int64_t began = stage_log::now_us();
+  st.activity.begin(kStepActivity, began);
   all(
       self, st.batchers, step_atom_v,
       control_messages(st, {.h = {step, 0},
@@ -171,7 +176,10 @@ void centralized_step(self_ptr self, caf::typed_response_promise<step_result> rp
       "step",
       [self, rp, fail, step, began](std::vector<wire_message>& replies) mutable {
         auto& st = self->state;
-        st.stages.add(stage::step_phase, step, began, stage_log::now_us());
+        const auto stepped = stage_log::now_us();
+        st.stages.add(stage::step_phase, step, began, stepped);
+        st.activity.end(kStepActivity, stepped);
+        st.activity.begin(kReduceActivity, stepped);
         step_result r;
         std::vector<float> sum;
         int contributors = 0;
@@ -191,7 +199,7 @@ void centralized_step(self_ptr self, caf::typed_response_promise<step_result> rp
           return;
         }
         apply_average(
-            self, std::move(sum), contributors, step, stage_log::now_us(),
+            self, std::move(sum), contributors, step, stepped,
             [self, rp, r]() mutable {
               step_done(self, r);
               rp.deliver(r);
@@ -238,13 +246,14 @@ void decentralized_step(self_ptr self, caf::typed_response_promise<step_result> 
       finish_steps(self, deliver, fail);
   };
   const std::uint64_t needs = st.status.applies + (st.unreduced ? 1 : 0);
+  const auto began = stage_log::now_us();
   if (st.unreduced) {
     const auto u = *st.unreduced;
+    st.activity.begin(kReduceActivity, began);
     all(
         self, st.batchers, gradient_atom_v,
         control_messages(st, {.h = {u.step, 0}, .what = wire::control_kind::gradient}), "gradient",
-        [self, u, pr, both_done, fail,
-         began = stage_log::now_us()](std::vector<wire_message>& replies) mutable {
+        [self, u, pr, both_done, fail, began](std::vector<wire_message>& replies) mutable {
           reduce_and_apply(
               self, replies, u.contributors, u.step, began,
               [self, pr, both_done]() mutable {
@@ -256,6 +265,7 @@ void decentralized_step(self_ptr self, caf::typed_response_promise<step_result> 
         },
         fail);
   }
+  st.activity.begin(kStepActivity, began);
   all(
       self, st.batchers, step_atom_v,
       control_messages(st, {.h = {step, 0},
@@ -264,9 +274,10 @@ void decentralized_step(self_ptr self, caf::typed_response_promise<step_result> 
                             .value = static_cast<double>(index),
                             .counts = {needs}}),
       "step",
-      [self, pr, both_done, step,
-       began = stage_log::now_us()](std::vector<wire_message>& replies) mutable {
-        self->state.stages.add(stage::step_phase, step, began, stage_log::now_us());
+      [self, pr, both_done, step, began](std::vector<wire_message>& replies) mutable {
+        const auto now = stage_log::now_us();
+        self->state.stages.add(stage::step_phase, step, began, now);
+        self->state.activity.end(kStepActivity, now);
         pr->step_replies = std::move(replies);
         pr->stepped = true;
         both_done();
@@ -434,6 +445,9 @@ coordinator_actor::behavior_type coordinator_behavior(
         s.queued = st.queue.size();
         s.allreduce_us = st.stages.total_us()[static_cast<size_t>(stage::allreduce)];
         s.step_phase_us = st.stages.total_us()[static_cast<size_t>(stage::step_phase)];
+        s.steps_only_us = st.activity.only_us(kStepActivity);
+        s.allreduce_only_us = st.activity.only_us(kReduceActivity);
+        s.overlap_us = st.activity.both_us();
         return s;
       },
   };

@@ -63,7 +63,10 @@ struct coordinator_status {
   double last_loss = 0;             ///< mean loss of the last step (over its labelled seeds)
   std::uint64_t allreduce_us = 0;   ///< time spent averaging and applying, in total
   std::uint64_t step_phase_us = 0;  ///< time spent in step commands, in total
-  std::string error;                ///< why the coordinator failed, if it did
+  /// Wall time split: only a step phase running, only an all-reduce (with, decentralized, the
+  /// shards' backward that feeds it), both at once (pipelined steps). Totals.
+  std::uint64_t steps_only_us = 0, allreduce_only_us = 0, overlap_us = 0;
+  std::string error;  ///< why the coordinator failed, if it did
 
   coordinator_phase phase() const { return static_cast<coordinator_phase>(phase_code); }
   void set_phase(coordinator_phase p) { phase_code = static_cast<std::uint8_t>(p); }
@@ -94,7 +97,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, coordinator_status& x) {
   return f(caf::meta::type_name("degnn.coordinator_status"), x.phase_code, x.epoch, x.step,
            x.steps_done, x.applies, x.queued, x.last_loss, x.allreduce_us, x.step_phase_us,
-           x.error);
+           x.steps_only_us, x.allreduce_only_us, x.overlap_us, x.error);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_parameters& x) {

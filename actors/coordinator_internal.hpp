@@ -23,6 +23,7 @@ struct coordinator_state {
   std::chrono::milliseconds timeout{60000};
   wire::traffic sent;
   stage_log stages;
+  overlap_clock activity;  ///< wall time of step phases (0) and all-reduces (1), and both at once
   bool pipelined = false;
   struct unreduced_step {
     std::uint64_t step;
@@ -44,6 +45,7 @@ inline void enter(coordinator_state& st, coordinator_phase p) {
 }
 using done_fn = std::function<void()>;
 using fail_fn = std::function<void(const std::string&)>;
+inline constexpr int kStepActivity = 0, kReduceActivity = 1;
 
 /// Runs the next queued command if none is running.
 void run_next(self_ptr self);

@@ -54,6 +54,37 @@ class stage_log {
   std::uint64_t spans_dropped_ = 0;
 };
 
+/// Wall time of two activities that may overlap (the coordinator's step phases and all-reduces),
+/// split into exclusive parts: only the first running, only the second, both. Their sum is the time
+/// either ran, so an epoch's split adds up to its length.
+class overlap_clock {
+ public:
+  void begin(int which, std::int64_t at_us) { change(which, +1, at_us); }
+  void end(int which, std::int64_t at_us) { change(which, -1, at_us); }
+  std::uint64_t only_us(int which) const { return only_[which]; }
+  std::uint64_t both_us() const { return both_; }
+
+ private:
+  void change(int which, int delta, std::int64_t at_us) {
+    // Begins are stamped when a request leaves and may be reported after a later event.
+    if (at_us > last_us_) {
+      const auto d = static_cast<std::uint64_t>(at_us - last_us_);
+      if (open_[0] > 0 && open_[1] > 0)
+        both_ += d;
+      else if (open_[0] > 0)
+        only_[0] += d;
+      else if (open_[1] > 0)
+        only_[1] += d;
+      last_us_ = at_us;
+    }
+    open_[which] += delta;
+  }
+  std::int64_t last_us_ = 0;
+  int open_[2] = {0, 0};
+  std::uint64_t only_[2] = {0, 0};
+  std::uint64_t both_ = 0;
+};
+
 /// Adds the span from construction to destruction (or to end()) to a log.
 class stage_timer {
  public:

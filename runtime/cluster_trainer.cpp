@@ -62,7 +62,7 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     rec.epoch = epoch + 1;
     if (epoch == 0) rec.setup_bytes = result.init_bytes;
     stopwatch epoch_clock;
-    const std::uint64_t allreduce_before_us = coord.status().allreduce_us;
+    const coordinator_status status_before = coord.status();
     double loss_sum = 0;
     std::uint64_t correct = 0;
     const std::uint64_t steps = s.max_batches ? std::min(nb, s.max_batches) : nb;
@@ -85,8 +85,20 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     rec.train_acc = rec.seeds ? static_cast<double>(correct) / rec.seeds : 0;
     const cluster_traffic totals = coord.traffic();
     const wire::traffic& after_train = totals.sent;
-    // Epoch split: sampling and compute are the workers' means; the all-reduce is the
-    // coordinator's wall time; what is left of the epoch is waiting on messages.
+    // Epoch split, in the coordinator's wall time: only step phases running, only an all-reduce
+    // (decentralized: with the shards' backward feeding it), both at once (pipelined), and the
+    // rest (the driver between commands). Sampling and compute are the workers' means inside.
+    const coordinator_status status_after = coord.status();
+    auto wall_s = [&](std::uint64_t coordinator_status::*field) {
+      return static_cast<double>(status_after.*field - status_before.*field) / 1e6;
+    };
+    const double steps_s = wall_s(&coordinator_status::steps_only_us);
+    const double reduce_s = wall_s(&coordinator_status::allreduce_only_us);
+    rec.overlap_s = wall_s(&coordinator_status::overlap_us);
+    rec.split = {{"steps", steps_s},
+                 {"all-reduce", reduce_s},
+                 {"overlapped", rec.overlap_s},
+                 {"between", std::max(0.0, rec.epoch_s - steps_s - reduce_s - rec.overlap_s)}};
     auto stage_s = [&](std::initializer_list<stage> which) {
       double us = 0;
       for (stage k : which)
@@ -97,8 +109,7 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     rec.sample_s = stage_s({stage::sample});
     rec.compute_s =
         stage_s({stage::top_layer, stage::expand, stage::forward, stage::backward, stage::compute});
-    rec.allreduce_s = static_cast<double>(coord.status().allreduce_us - allreduce_before_us) / 1e6;
-    rec.comm_s = std::max(0.0, rec.epoch_s - rec.sample_s - rec.compute_s - rec.allreduce_s);
+    rec.allreduce_s = wall_s(&coordinator_status::allreduce_us);
     if (decentralized) {
       const compute_counters w = totals.work - totals_before.work;
       rec.work_json = "{\"nodes\":" + std::to_string(w.nodes) +

@@ -68,6 +68,10 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
     rec.loss = rec.seeds ? loss_sum / rec.seeds : 0;
     rec.train_acc = rec.seeds ? static_cast<double>(correct) / rec.seeds : 0;
     rec.epoch_s = epoch_clock.seconds();
+    // The batch's feature rows are gathered inside the sampling timer.
+    rec.split = {{"sample+gather", rec.sample_s},
+                 {"compute", rec.compute_s},
+                 {"other", std::max(0.0, rec.epoch_s - rec.sample_s - rec.compute_s)}};
     if (s.eval_every > 0 && ((epoch + 1) % s.eval_every == 0 || epoch + 1 == s.epochs)) {
       stopwatch clock;
       const Matrix logits = layerwise_inference(replica.model(), d.graph, d.features);

@@ -13,6 +13,17 @@ namespace degnn {
 
 namespace {
 
+std::string split_json(const epoch_record& r) {
+  std::string out = "{";
+  char buf[64];
+  for (size_t i = 0; i < r.split.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%s\"%s\":%.4f", i ? "," : "", r.split[i].first.c_str(),
+                  r.split[i].second);
+    out += buf;
+  }
+  return out + "}";
+}
+
 bool sync_path_of(std::FILE* f) {
   return ::fsync(::fileno(f)) == 0 || errno == EINVAL || errno == EROFS;
 }
@@ -49,8 +60,10 @@ bool training_report::epoch_done(const epoch_record& r) {
   if (live_) std::fprintf(stderr, "\r\033[K");
   std::printf("epoch %3d  loss %.4f  train %.4f", r.epoch, r.loss, r.train_acc);
   if (r.evaluated) std::printf("  valid %.4f  test %.4f", r.valid_acc, r.test_acc);
-  std::printf("  time %.2fs (sample %.2f, comm %.2f, compute %.2f, eval %.2f)", r.epoch_s,
-              r.sample_s, r.comm_s, r.compute_s, r.eval_s);
+  std::printf("  time %.2fs", r.epoch_s);
+  for (size_t i = 0; i < r.split.size(); ++i)
+    std::printf("%s%s %.2f", i ? " + " : " = ", r.split[i].first.c_str(), r.split[i].second);
+  if (r.evaluated) std::printf("  eval %.2fs", r.eval_s);
   if (r.bytes) std::printf("  %.2f MB sent", static_cast<double>(r.bytes) / 1e6);
   std::printf("\n");
   std::fflush(stdout);
@@ -65,14 +78,15 @@ bool training_report::epoch_done(const epoch_record& r) {
         metrics_,
         "{\"run\":\"%s\",\"epoch\":%d,\"loss\":%.6f,\"train_acc\":%.6f,\"evaluated\":%s,\"eval_"
         "train_acc\":%.6f,"
-        "\"valid_acc\":%.6f,\"test_acc\":%.6f,\"epoch_s\":%.4f,\"sample_s\":%.4f,\"comm_s\":%.4f,"
+        "\"valid_acc\":%.6f,\"test_acc\":%.6f,\"epoch_s\":%.4f,\"split\":%s,\"sample_s\":%.4f,"
+        "\"overlap_s\":%.4f,"
         "\"compute_s\":%.4f,\"eval_s\":%.4f,\"steps\":%llu,\"seeds\":%llu,\"bytes\":%llu,\"bytes_"
         "by_kind\":%s,"
         "\"eval_bytes\":%llu,\"setup_bytes\":%llu,\"allreduce_s\":%.4f,\"work\":%s,"
         "\"peak_rss_mib\":%.1f}\n",
         run_.c_str(), r.epoch, r.loss, r.train_acc, r.evaluated ? "true" : "false",
-        r.eval_train_acc, r.valid_acc, r.test_acc, r.epoch_s, r.sample_s, r.comm_s, r.compute_s,
-        r.eval_s, static_cast<unsigned long long>(r.steps),
+        r.eval_train_acc, r.valid_acc, r.test_acc, r.epoch_s, split_json(r).c_str(), r.sample_s,
+        r.overlap_s, r.compute_s, r.eval_s, static_cast<unsigned long long>(r.steps),
         static_cast<unsigned long long>(r.seeds), static_cast<unsigned long long>(r.bytes),
         r.bytes_by_kind_json.empty() ? "{}" : r.bytes_by_kind_json.c_str(),
         static_cast<unsigned long long>(r.eval_bytes),

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace degnn {
 
@@ -14,8 +16,12 @@ struct epoch_record {
   double train_acc = 0;    ///< on the training batches (with dropout)
   bool evaluated = false;  ///< exact inference ran this epoch
   double eval_train_acc = 0, valid_acc = 0, test_acc = 0;
-  double epoch_s = 0, sample_s = 0, compute_s = 0, comm_s = 0, eval_s = 0;
-  double allreduce_s = 0;  ///< clusters: gradient averaging and apply (coordinator wall time)
+  double epoch_s = 0;  ///< training only: evaluation is eval_s, after it
+  /// Exclusive parts of epoch_s, in order, that add up to it (what the epoch line prints).
+  std::vector<std::pair<std::string, double>> split;
+  double sample_s = 0, compute_s = 0, eval_s = 0;  ///< clusters: means over the workers
+  double allreduce_s = 0;  ///< clusters: gradient phase and apply (coordinator wall time)
+  double overlap_s = 0;    ///< clusters: time a step phase and an all-reduce ran at once
   std::string work_json;   ///< decentralized: {"nodes":...,"edges":...} computed this epoch
   std::uint64_t steps = 0, seeds = 0;
   std::uint64_t bytes = 0;         ///< sent between nodes during the epoch (training, not eval)

@@ -329,7 +329,7 @@ eps = [json.loads(l) for l in open(m)] if os.path.exists(m) else []
 if eps:
     mean = lambda k: sum(e.get(k, 0) for e in eps) / len(eps)
     row.update({k: round(mean(k), 4) for k in
-                ("epoch_s", "sample_s", "comm_s", "compute_s", "allreduce_s")})
+                ("epoch_s", "sample_s", "overlap_s", "compute_s", "allreduce_s")})
     row["epoch_s_each"] = [e["epoch_s"] for e in eps]
     row["steps"] = eps[0]["steps"]
     row["bytes"] = round(mean("bytes"))
@@ -352,8 +352,8 @@ PY
 import json, sys
 r = json.loads(sys.stdin.read())
 if "epoch_s" not in r: sys.exit(print("[bench_network]   failed, no metrics", file=sys.stderr))
-print("[bench_network]   steps %s  epoch %ss (sample %s, comm %s, compute %s, all-reduce %s)  %.2f MB  init %ss  wall %.1fs"
-      % (r.get("steps"), r.get("epoch_s"), r.get("sample_s"), r.get("comm_s"), r.get("compute_s"),
+print("[bench_network]   steps %s  epoch %ss (sample %s, overlapped %s, compute %s, all-reduce %s)  %.2f MB  init %ss  wall %.1fs"
+      % (r.get("steps"), r.get("epoch_s"), r.get("sample_s"), r.get("overlap_s"), r.get("compute_s"),
          r.get("allreduce_s"), r.get("bytes", 0) / 1e6, r.get("init_s", "-"), r["wall_s"]), file=sys.stderr)'
 }
 
@@ -392,7 +392,7 @@ print(f"4 METIS parts, fanouts 10 per layer, hidden 128, batch 1024, seed 1, no 
       f"load average {load0} at the start, {load1} at the end (the machine may be shared).")
 if rate_note: print(f"tbf check: {rate_note.rstrip('; ')}")
 print()
-print("| dataset | layers | rate | pipeline | steps | epoch s | sample s | comm s | compute s | all-reduce s "
+print("| dataset | layers | rate | pipeline | steps | epoch s | sample s | overlapped s | compute s | all-reduce s "
       "| MB sent | one-time init s (not in epoch) | speedup dec vs cen (time cen/dec) | byte ratio (cen/dec) | wall s |")
 print("| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 key = lambda r: (r["dataset"], r["layers"], r["rate"])
@@ -411,7 +411,7 @@ for r in rows:
     status = "" if r["rc"] == 0 else f" FAILED rc={r['rc']}"
     if r.get("attempts", 1) > 1: status += f" (attempt {r['attempts']})"
     print(f"| {r['dataset']} | {r['layers']} | {r['rate']} | {r['pipeline']}{status} | {steps if steps is not None else '-'} "
-          f"| {f(r.get('epoch_s'))} | {f(r.get('sample_s'))} | {f(r.get('comm_s'))} | {f(r.get('compute_s'))} "
+          f"| {f(r.get('epoch_s'))} | {f(r.get('sample_s'))} | {f(r.get('overlap_s'))} | {f(r.get('compute_s'))} "
           f"| {f(r.get('allreduce_s'))} | {f(r['bytes'] / 1e6 if 'bytes' in r else None, 2)} | {init} | {speed} | {ratio} "
           f"| {r['wall_s']:.1f} |")
     if r["pipeline"] == "decentralized" and c:
@@ -421,7 +421,7 @@ print()
 print("epoch s = wall time of node 0's epoch loop (steps + the last all-reduce); synthetic-1M: only the "
       "max-batches steps. The decentralized history initialisation (one exact inference pass) runs "
       "before the epoch clock starts and is listed separately. sample/compute: mean over the 4 workers; "
-      "comm = epoch - sample - compute - all-reduce (waiting on messages). wall s: all 4 processes, "
+      "overlapped: time a step phase and an all-reduce ran at once (pipelined steps). wall s: all 4 processes, "
       "start to exit (loading partitions, connecting, init, epoch, shutdown).")
 with open(plotdat, "w") as out:
     for label, c, e in plot: out.write(f"\"{label}\" {c} {e}\n")

@@ -1,6 +1,9 @@
-// The degnn train command refuses every option the run would ignore, naming it, and takes what a
-// partition set records (its dataset folder, its number of parts) instead of a guess.
+// The degnn train command refuses every option the run would ignore, naming it, takes what a
+// partition set records (its dataset folder, its number of parts) instead of a guess, and prints
+// an epoch time split whose parts add up to it.
 #include <gtest/gtest.h>
+
+#include <regex>
 
 #include "tests/integration/node_processes.hpp"
 
@@ -67,4 +70,71 @@ TEST(TrainOptions, APartitionSetNamesItsDatasetFolder) {
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("cora: 2708 nodes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("centralized pipeline, 2 part(s)"), std::string::npos) << r.out;
+}
+
+namespace {
+
+// Every metrics line's epoch_s and the sum of its split, and the overlapped part.
+struct epoch_times {
+  double epoch_s, split_sum, overlapped;
+};
+
+std::vector<epoch_times> read_times(const fs::path& metrics) {
+  std::vector<epoch_times> out;
+  std::ifstream in(metrics);
+  const std::regex epoch_re(R"("epoch_s":([0-9.]+))"), split_re(R"("split":\{([^}]*)\})"),
+      part_re(R"re("([^"]+)":([0-9.]+))re");
+  for (std::string line; std::getline(in, line);) {
+    std::smatch e, sp;
+    if (!std::regex_search(line, e, epoch_re) || !std::regex_search(line, sp, split_re)) continue;
+    epoch_times t{std::stod(e[1].str()), 0, 0};
+    const std::string parts = sp[1].str();
+    for (auto it = std::sregex_iterator(parts.begin(), parts.end(), part_re);
+         it != std::sregex_iterator(); ++it) {
+      t.split_sum += std::stod((*it)[2].str());
+      if ((*it)[1].str() == "overlapped") t.overlapped = std::stod((*it)[2].str());
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(EpochTimes, TheSplitAddsUpToTheEpochAndOverlapIsShownAsSuch) {
+  temp_dir dir("epoch-times");
+  struct run_case {
+    std::string name;
+    std::vector<std::string> args;
+    bool overlaps;
+  };
+  const std::vector<run_case> runs = {
+      {"single", {}, false},
+      {"centralized", {"--parts", "4"}, false},
+      {"pipelined", {"--parts", "4", "--pipeline", "decentralized"}, true},
+      {"not pipelined", {"--parts", "4", "--pipeline", "decentralized", "--no-overlap"}, false},
+  };
+  for (const auto& run : runs) {
+    const fs::path metrics = dir.path / "m.json";
+    fs::remove(metrics);
+    std::vector<std::string> args = {"train",     "--data",        cora,       "--epochs",
+                                     "2",         "--batch-size",  "8",        "--layers",
+                                     "3",         "--fanouts",     "10,10,10", "--no-progress",
+                                     "--metrics", metrics.string()};
+    args.insert(args.end(), run.args.begin(), run.args.end());
+    const outcome r = run_degnn(dir, args);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    const auto times = read_times(metrics);
+    ASSERT_EQ(times.size(), 2u) << run.name;
+    for (const auto& t : times) {
+      // Four parts printed with four decimals each.
+      EXPECT_NEAR(t.split_sum, t.epoch_s, 5e-4) << run.name;
+      if (run.overlaps)
+        EXPECT_GT(t.overlapped, 0.0) << run.name;
+      else
+        EXPECT_EQ(t.overlapped, 0.0) << run.name;
+    }
+    std::printf("%s: epoch %.4f s, split sum %.4f s, overlapped %.4f s\n", run.name.c_str(),
+                times.back().epoch_s, times.back().split_sum, times.back().overlapped);
+  }
 }
