@@ -153,7 +153,9 @@ const std::vector<node_id>& seeds_of(batch_state& st, std::uint32_t epoch, std::
     st.batches = make_batches(st.train_global, st.settings.batch_size, st.settings.seed, epoch);
     st.batches_epoch = epoch;
   }
-  return st.batches[index % st.batches.size()];
+  // A part with fewer training nodes than the largest runs out of batches first: it then steps
+  // with no seeds (it still serves the others), so an epoch visits every training node once.
+  return index < st.batches.size() ? st.batches[index] : none;
 }
 
 }  // namespace batch_detail

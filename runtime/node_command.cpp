@@ -125,6 +125,7 @@ int run_node(int argc, char** argv) {
   const int id =
       static_cast<int>(opts.integer("id", 0, static_cast<std::int64_t>(peers.size()) - 1));
   train_settings s = read_train_settings(opts);
+  resolve_batch_size(s, static_cast<int>(peers.size()));
   const std::string me_name = "node " + std::to_string(id);
   // Without TLS, whoever reaches the port is a peer, and CAF 0.17 allocates whatever payload a
   // connecting peer announces: stay on loopback unless the operator accepts that.

@@ -18,6 +18,7 @@ int run_train(int argc, char** argv) {
                   train_option_specs());
   if (!opts.parse(argc, argv, 0)) return 0;
   train_settings s = read_train_settings(opts);
+  int workers = s.pipeline == "single" ? 1 : s.parts;
   if (!s.partitions.empty()) {
     // The partition set names its dataset and its number of parts: --data and --parts may only
     // repeat them.
@@ -34,7 +35,9 @@ int run_train(int argc, char** argv) {
       }
       s.data = meta.source;
     }
+    workers = meta.num_parts;
   }
+  resolve_batch_size(s, workers);
   const dataset d = load_dataset(s.data, {.use_cache = true, .cache_path = {}, .verbose = false});
   std::printf(
       "%s: %d nodes, %lld in-edges, %d features, %d classes; %s pipeline, %d part%s, %s %d layers, "
@@ -45,8 +48,9 @@ int run_train(int argc, char** argv) {
       s.model.model.c_str(), s.model.num_layers);
   for (size_t i = 0; i < s.fanouts.size(); ++i)
     std::printf("%s%d", i ? "," : " ", s.fanouts[i]);
-  std::printf(", hidden %d, batch %d, seed %llu\n", s.model.hidden, s.batch_size,
-              static_cast<unsigned long long>(s.seed));
+  std::printf(", hidden %d, batch %d", s.model.hidden, s.batch_size);
+  if (workers > 1) std::printf(" per worker (%d per step)", s.batch_size * workers);
+  std::printf(", seed %llu\n", static_cast<unsigned long long>(s.seed));
   training_report report(d.name + "/" + s.pipeline, s.metrics, s.progress);
   if (s.pipeline == "single") {
     train_single(s, d, report);

@@ -22,6 +22,9 @@ std::vector<option_spec> train_option_specs() {
       {"hidden", "128", "hidden width"},
       {"epochs", "10", "training epochs"},
       {"batch-size", "1024", "seeds per mini-batch and worker"},
+      {"global-batch-size", "",
+       "seeds per step over all workers (each takes B / workers), instead of --batch-size: the "
+       "same number of updates per epoch whatever the number of parts"},
       {"lr", "0.01", "Adam learning rate"},
       {"weight-decay", "0", "L2 weight decay"},
       {"dropout", "0.5", "dropout between layers"},
@@ -99,6 +102,11 @@ train_settings read_train_settings(const option_set& opts) {
   }
   s.epochs = static_cast<int>(opts.integer("epochs", 1, 1'000'000));
   s.batch_size = static_cast<int>(opts.integer("batch-size", 1, 1 << 24));
+  if (opts.given("global-batch-size")) {
+    if (opts.given("batch-size"))
+      throw config_error("--global-batch-size and --batch-size: give one of them");
+    s.global_batch_size = static_cast<int>(opts.integer("global-batch-size", 1, 1 << 30));
+  }
   s.eval_every = static_cast<int>(opts.integer("eval-every", 0, 1'000'000));
   s.max_batches = static_cast<std::uint64_t>(opts.integer("max-batches", 0));
   s.metrics = opts.str("metrics");
@@ -160,6 +168,16 @@ train_settings read_train_settings(const option_set& opts) {
     throw config_error("--local-bias below 1 needs --model sage (GCN would ignore its weights)");
   }
   return s;
+}
+
+void resolve_batch_size(train_settings& s, int workers) {
+  if (s.global_batch_size == 0) return;
+  if (s.global_batch_size % workers != 0) {
+    throw config_error("--global-batch-size " + std::to_string(s.global_batch_size) +
+                       " is not a multiple of the " + std::to_string(workers) + " workers");
+  }
+  s.batch_size = s.global_batch_size / workers;
+  s.global_batch_size = 0;
 }
 
 }  // namespace degnn

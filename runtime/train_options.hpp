@@ -18,8 +18,9 @@ struct train_settings {
   int parts = 1;
   std::string partition_method = "metis";
   replica_config model;
-  std::vector<int> fanouts;  ///< seed-first
-  int batch_size = 1024;
+  std::vector<int> fanouts;   ///< seed-first
+  int batch_size = 1024;      ///< seeds per step and worker
+  int global_batch_size = 0;  ///< seeds per step over all workers, until resolve_batch_size
   int epochs = 10;
   int eval_every = 1;
   std::uint64_t max_batches = 0;  ///< stop each epoch after this many steps (0 = all): measurements
@@ -44,5 +45,8 @@ struct train_settings {
 std::vector<option_spec> train_option_specs();
 /// Reads and validates the options; throws config_error naming the offending option.
 train_settings read_train_settings(const option_set& opts);
+/// Once the number of workers is known: --global-batch-size B becomes B / workers seeds per
+/// worker (B must be a multiple); nothing to do without it.
+void resolve_batch_size(train_settings& s, int workers);
 
 }  // namespace degnn

@@ -138,3 +138,41 @@ TEST(EpochTimes, TheSplitAddsUpToTheEpochAndOverlapIsShownAsSuch) {
                 times.back().epoch_s, times.back().split_sum, times.back().overlapped);
   }
 }
+
+TEST(ClusterEpoch, VisitsEveryTrainingNodeOnce) {
+  temp_dir dir("cluster-epoch");
+  // Cora has 140 training nodes; the 4 METIS parts hold unequal shares, so at 16 per batch a
+  // smaller part runs out of batches before the epoch ends (it used to start over: 156 seeds).
+  for (const std::string method : {"metis", "random"}) {
+    for (const std::string pipeline : {"centralized", "decentralized"}) {
+      const fs::path metrics = dir.path / "m.json";
+      fs::remove(metrics);
+      const outcome r =
+          run_degnn(dir, {"train", "--data", cora, "--parts", "4", "--partition-method", method,
+                          "--pipeline", pipeline, "--epochs", "2", "--batch-size", "16",
+                          "--eval-every", "0", "--no-progress", "--metrics", metrics.string()});
+      ASSERT_EQ(r.rc, 0) << r.out;
+      const std::string m = read_file(metrics);
+      const std::regex seeds_re(R"("seeds":(\d+))");
+      int epochs = 0;
+      for (auto it = std::sregex_iterator(m.begin(), m.end(), seeds_re);
+           it != std::sregex_iterator(); ++it, ++epochs)
+        EXPECT_EQ(std::stoi((*it)[1].str()), 140) << method << " " << pipeline;
+      EXPECT_EQ(epochs, 2) << m;
+    }
+  }
+}
+
+TEST(ClusterEpoch, AGlobalBatchSizeIsSharedByTheWorkers) {
+  temp_dir dir("global-batch");
+  const outcome r = run_degnn(dir, {"train", "--data", cora, "--parts", "4", "--global-batch-size",
+                                    "32", "--epochs", "1", "--no-progress"});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("batch 8 per worker (32 per step)"), std::string::npos) << r.out;
+  const outcome bad = run_degnn(
+      dir, {"train", "--data", cora, "--parts", "4", "--global-batch-size", "30", "--epochs", "1"});
+  EXPECT_EQ(bad.rc, 1);
+  EXPECT_NE(bad.out.find("--global-batch-size 30 is not a multiple of the 4 workers"),
+            std::string::npos)
+      << bad.out;
+}
