@@ -113,9 +113,10 @@ void run_hop(self_ptr self, std::shared_ptr<step_job> job) {
           job->rp.deliver(as_error(st, actor_errc::rejected, std::string("sampling: ") + e.what()));
         }
       },
-      [self, job](const caf::error& err) {
+      [self, job, owners = groups.owners](std::size_t r, const caf::error& err) {
         job->rp.deliver(as_error(self->state, actor_errc::peer_failed,
-                                 "sampling request failed: " + caf::to_string(err)));
+                                 "sampling request to partition " + std::to_string(owners[r]) +
+                                     " failed: " + caf::to_string(err)));
       });
 }
 
@@ -182,9 +183,10 @@ void run_features(self_ptr self, std::shared_ptr<step_job> job) {
               as_error(st, actor_errc::rejected, std::string("feature pull: ") + e.what()));
         }
       },
-      [self, job](const caf::error& err) {
+      [self, job, owners = groups.owners](std::size_t r, const caf::error& err) {
         job->rp.deliver(as_error(self->state, actor_errc::peer_failed,
-                                 "feature request failed: " + caf::to_string(err)));
+                                 "feature request to partition " + std::to_string(owners[r]) +
+                                     " failed: " + caf::to_string(err)));
       });
 }
 

@@ -87,9 +87,10 @@ void finish_owner_step(self_ptr self, const std::shared_ptr<owner_job>& job,
         self->state.stages.add(stage::grad_wait, job->step, sent_at, stage_log::now_us());
         job->rp.deliver(std::move(reply));
       },
-      [self, job](const caf::error& err) {
+      [self, job](std::size_t q, const caf::error& err) {
         job->rp.deliver(as_error(self->state, actor_errc::peer_failed,
-                                 "gradient return failed: " + caf::to_string(err)));
+                                 "gradient return to partition " + std::to_string(q) +
+                                     " failed: " + caf::to_string(err)));
       });
 }
 
@@ -124,9 +125,10 @@ void send_pushes(self_ptr self, std::shared_ptr<owner_job> job,
                   "step " + std::to_string(job->step) + " ended before its weights arrived"));
             });
       },
-      [self, job](const caf::error& err) {
+      [self, job](std::size_t q, const caf::error& err) {
         job->rp.deliver(as_error(self->state, actor_errc::peer_failed,
-                                 "computation push failed: " + caf::to_string(err)));
+                                 "computation push to partition " + std::to_string(q) +
+                                     " failed: " + caf::to_string(err)));
       });
 }
 

@@ -112,9 +112,10 @@ caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) 
           rp.deliver(as_error(st, actor_errc::rejected, std::string("evaluate: ") + e.what()));
         }
       },
-      [self, rp](const caf::error& err) mutable {
+      [self, rp, owners = groups.owners](std::size_t r, const caf::error& err) mutable {
         rp.deliver(as_error(self->state, actor_errc::peer_failed,
-                            "halo request failed: " + caf::to_string(err)));
+                            "halo request to partition " + std::to_string(owners[r]) +
+                                " failed: " + caf::to_string(err)));
       });
   return rp;
 }

@@ -108,6 +108,7 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
   const owner_groups groups = group_by_owner(*st.book, part.halo, part.part);
   std::vector<wire_request<store_actor, get_atom>> requests;
   std::vector<wire::embedding_get> asks;
+  std::vector<int> owners;  ///< per request
   for (int level = st.halo_features_loaded ? 1 : 0; level < top; ++level) {
     for (size_t r = 0; r < groups.owners.size(); ++r) {
       const int q = groups.owners[r];
@@ -123,6 +124,7 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
       count(st, q, msg);
       requests.push_back({st.stores[static_cast<size_t>(q)], std::move(msg)});
       asks.push_back(std::move(req));
+      owners.push_back(q);
     }
   }
   auto rp = self->make_response_promise<wire_message>();
@@ -143,9 +145,10 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
           rp.deliver(as_error(st, actor_errc::rejected, std::string("halo refresh: ") + e.what()));
         }
       },
-      [self, rp](const caf::error& err) mutable {
+      [self, rp, owners = std::move(owners)](std::size_t r, const caf::error& err) mutable {
         rp.deliver(as_error(self->state, actor_errc::peer_failed,
-                            "halo refresh failed: " + caf::to_string(err)));
+                            "halo refresh from partition " + std::to_string(owners[r]) +
+                                " failed: " + caf::to_string(err)));
       });
   return rp;
 }

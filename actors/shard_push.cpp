@@ -143,7 +143,9 @@ void compute_step(self_ptr self, std::uint64_t step) {
     }
     std::vector<wire_request<store_actor, get_atom>> requests;
     std::vector<wire::embedding_get> asks;
+    std::vector<int> owners;  ///< per request
     for (auto& [key, req] : gets) {
+      owners.push_back(key.first);
       req.h = {step, part.part};
       req.layer = static_cast<std::uint8_t>(key.second);
       auto msg = pack(wire::kind::embedding_get, wire::encode(st.ctx, req));
@@ -169,8 +171,10 @@ void compute_step(self_ptr self, std::uint64_t step) {
           }
           st.weights.when_ready(step, st.stages, [self, step] { finish_step(self, step); });
         },
-        [self, step](const caf::error& err) {
-          drop_step(self->state, step, "history pull failed: " + caf::to_string(err));
+        [self, step, owners = std::move(owners)](std::size_t r, const caf::error& err) {
+          drop_step(self->state, step,
+                    "history pull from partition " + std::to_string(owners[r]) +
+                        " failed: " + caf::to_string(err));
         });
   } catch (const std::exception& e) {
     ++st.rejected;
