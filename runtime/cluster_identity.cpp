@@ -48,6 +48,7 @@ cluster_identity identity_of(const train_settings& s, const partition_meta& meta
       {"lr", number(s.model.lr)},
       {"weight_decay", number(s.model.weight_decay)},
       {"dropout", number(s.model.dropout)},
+      {"normalize_features", s.normalize_features},
       {"seed", std::to_string(s.seed)},
       {"pipeline", s.pipeline},
       {"batch_size", std::to_string(s.batch_size)},

@@ -9,6 +9,7 @@
 #include "actors/coordinator.hpp"
 #include "model/checkpoint.hpp"
 #include "model/durable_file.hpp"
+#include "model/feature_transform.hpp"
 #include "model/partitioner.hpp"
 #include "model/sampler.hpp"
 #include "runtime/compute_threads.hpp"
@@ -177,7 +178,10 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
     }
     book = std::make_shared<partition_book>(load_partition_book(s.partitions));
     for (int p = 0; p < meta.num_parts; ++p) {
-      parts.push_back(std::make_shared<graph_partition>(load_partition(s.partitions, p)));
+      // Files hold the raw features; d's were transformed by the caller.
+      auto part = std::make_shared<graph_partition>(load_partition(s.partitions, p));
+      apply_feature_transform(s.normalize_features, part->features);
+      parts.push_back(std::move(part));
     }
   } else {
     stopwatch clock;

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "actors/coordinator.hpp"
+#include "model/feature_transform.hpp"
 #include "model/partition_store.hpp"
 #include "runtime/cluster_identity.hpp"
 #include "runtime/cluster_trainer.hpp"
@@ -142,7 +143,11 @@ int run_node(int argc, char** argv) {
                        " partitions but --peers names " + std::to_string(peers.size()) + " nodes");
   }
   auto book = std::make_shared<const partition_book>(load_partition_book(s.partitions));
-  auto part = std::make_shared<const graph_partition>(load_partition(s.partitions, id));
+  auto part = [&] {
+    auto loaded = std::make_shared<graph_partition>(load_partition(s.partitions, id));
+    apply_feature_transform(s.normalize_features, loaded->features);
+    return std::shared_ptr<const graph_partition>(std::move(loaded));
+  }();
   replica_config rc = s.model;
   rc.in_dim = meta.num_features;
   rc.num_classes = meta.num_classes;

@@ -28,6 +28,9 @@ std::vector<option_spec> train_option_specs() {
       {"lr", "0.01", "Adam learning rate"},
       {"weight-decay", "0", "L2 weight decay"},
       {"dropout", "0.5", "dropout between layers"},
+      {"normalize-features", "none",
+       "none, or row: divide each node's features by their sum (raw counts otherwise start the "
+       "loss far above ln(classes))"},
       {"seed", "1", "seed of initialisation, batching, sampling and dropout"},
       {"eval-every", "1",
        "evaluate (exact layer-wise inference) every N epochs, and after the last; 0 = never"},
@@ -87,6 +90,7 @@ train_settings read_train_settings(const option_set& opts) {
   s.model.lr = static_cast<float>(opts.real("lr", 0, 10));
   s.model.weight_decay = static_cast<float>(opts.real("weight-decay", 0, 10));
   s.model.dropout = static_cast<float>(opts.real("dropout", 0, 0.99));
+  s.normalize_features = opts.choice("normalize-features", {"none", "row"});
   s.seed = static_cast<std::uint64_t>(opts.integer("seed", 0));
   s.model.seed = s.seed;
   s.fanouts = opts.int_list("fanouts");

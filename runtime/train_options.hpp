@@ -18,8 +18,9 @@ struct train_settings {
   int parts = 1;
   std::string partition_method = "metis";
   replica_config model;
-  std::vector<int> fanouts;   ///< seed-first
-  int batch_size = 1024;      ///< seeds per step and worker
+  std::string normalize_features = "none";  ///< none | row (model/feature_transform.hpp)
+  std::vector<int> fanouts;                 ///< seed-first
+  int batch_size = 1024;                    ///< seeds per step and worker
   int global_batch_size = 0;  ///< seeds per step over all workers, until resolve_batch_size
   int epochs = 10;
   int eval_every = 1;

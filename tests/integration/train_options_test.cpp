@@ -176,3 +176,30 @@ TEST(ClusterEpoch, AGlobalBatchSizeIsSharedByTheWorkers) {
             std::string::npos)
       << bad.out;
 }
+
+TEST(NormalizeFeatures, PartitionFilesAreNormalizedLikeTheDatasetInMemory) {
+  temp_dir dir("normalize");
+  const auto parts = (dir.path / "cora-2").string();
+  ASSERT_EQ(run_degnn(dir, {"partition", "--data", cora, "--parts", "2", "--out", parts}).rc, 0);
+  auto last_line = [](const std::string& out) {
+    const auto at = out.rfind("test accuracy");
+    return at == std::string::npos ? out : out.substr(at);
+  };
+  const std::vector<std::string> common = {"train",         "--epochs",     "3",
+                                           "--no-progress", "--batch-size", "32"};
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_degnn(dir, args);
+  };
+  const outcome from_files = run({"--partitions", parts, "--normalize-features", "row"});
+  const outcome in_memory = run({"--data", cora, "--parts", "2", "--normalize-features", "row"});
+  const outcome raw = run({"--partitions", parts});
+  ASSERT_EQ(from_files.rc, 0) << from_files.out;
+  ASSERT_EQ(in_memory.rc, 0) << in_memory.out;
+  ASSERT_EQ(raw.rc, 0) << raw.out;
+  // The same METIS cut and seed: the same run, to the last printed digit.
+  EXPECT_EQ(last_line(from_files.out), last_line(in_memory.out));
+  EXPECT_NE(from_files.out.substr(from_files.out.find("epoch   1")),
+            raw.out.substr(raw.out.find("epoch   1")));
+}
