@@ -184,11 +184,8 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
     // Only the report (counters) is answered to anyone: it is asked before every view is set.
     auto refuse = [&](const std::string& why) {
       ++st.rejected;
-      if (st.settings.on_reject) {
-        st.settings.on_reject("batch actor " + std::to_string(st.part->part) + " refused a " +
-                              wire::kind_name(static_cast<wire::kind>(m.kind)) + " of " +
-                              sender_name(self->current_sender()) + ": " + why);
-      }
+      log_refusal(st.settings.on_reject, "batch actor " + std::to_string(st.part->part), m,
+                  self->current_sender(), why);
       return as_error(st, actor_errc::rejected, why);
     };
     if (needs_peers) {

@@ -59,6 +59,14 @@ std::string sender_name(const caf::strong_actor_ptr& sender) {
   return "actor " + std::to_string(sender->id()) + " on node " + caf::to_string(sender->node());
 }
 
+void log_refusal(const std::function<void(const std::string&)>& log, const std::string& actor,
+                 const wire_message& m, const caf::strong_actor_ptr& sender,
+                 const std::string& why) {
+  if (!log) return;
+  log(actor + " refused a " + wire::kind_name(static_cast<wire::kind>(m.kind)) + " of " +
+      sender_name(sender) + ": " + why);
+}
+
 void add_actor_types(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::degnn>();
   cfg.add_message_types<caf::id_block::degnn_coordinator>();

@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,11 @@ std::string outsider(const caf::strong_actor_ptr& sender, const caf::node_id& he
 
 /// "actor 12 on node 5E1C...#4711" (CAF's node id: host hash and process id), for logs.
 std::string sender_name(const caf::strong_actor_ptr& sender);
+
+/// Tells `log`, when set, that `actor` ("shard 2") refused message m of `sender` because of `why`.
+void log_refusal(const std::function<void(const std::string&)>& log, const std::string& actor,
+                 const wire_message& m, const caf::strong_actor_ptr& sender,
+                 const std::string& why);
 
 /// The typed handles of a peer view's entries.
 template <class Handle>

@@ -108,11 +108,8 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
     auto& st = self->state;
     auto refuse = [&](const std::string& why) {
       ++st.rejected;
-      if (st.settings.on_reject) {
-        st.settings.on_reject("shard " + std::to_string(st.part->part) + " refused a " +
-                              wire::kind_name(static_cast<wire::kind>(m.kind)) + " of " +
-                              sender_name(self->current_sender()) + ": " + why);
-      }
+      log_refusal(st.settings.on_reject, "shard " + std::to_string(st.part->part), m,
+                  self->current_sender(), why);
       return as_error(st, actor_errc::rejected, why);
     };
     if (members_only) {

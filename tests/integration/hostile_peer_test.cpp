@@ -126,9 +126,7 @@ class HostilePeer : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new temp_dir("hostile-peer");
-    const dataset d = load_dataset(fs::path(DEGNN_SOURCE_DIR) / "data/pubmed");
-    write_partitions(d, partition_graph(d.graph, d.train, 2, partition_method::metis, 1),
-                     dir_->path / "parts", "metis", 1, 2);
+    write_two_metis_parts(fs::path(DEGNN_SOURCE_DIR) / "data/pubmed", dir_->path / "parts");
   }
   static void TearDownTestSuite() {
     delete dir_;

@@ -20,6 +20,10 @@
 #include <thread>
 #include <vector>
 
+#include "model/dataset.hpp"
+#include "model/partition_store.hpp"
+#include "model/partitioner.hpp"
+
 extern char** environ;
 
 namespace degnn::test {
@@ -110,6 +114,13 @@ struct temp_dir {
   }
   ~temp_dir() { fs::remove_all(path); }
 };
+
+/// Writes `dataset_dir` cut into 2 METIS parts (seed 1) to `out`, as degnn partition would.
+inline void write_two_metis_parts(const fs::path& dataset_dir, const fs::path& out) {
+  const dataset d = load_dataset(dataset_dir);
+  write_partitions(d, partition_graph(d.graph, d.train, 2, partition_method::metis, 1), out,
+                   "metis", 1, 2);
+}
 
 /// Peak resident memory of a running process in MiB (VmHWM), 0 once it is gone.
 inline double peak_rss_mib(pid_t pid) {
