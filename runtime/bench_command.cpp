@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 
+#include "model/batch_prefetcher.hpp"
 #include "model/dataset.hpp"
 #include "model/layers.hpp"
 #include "model/partitioner.hpp"
@@ -158,46 +160,93 @@ int bench_train(int argc, char** argv) {
                     .lr = 0.003f,
                     .weight_decay = 0.0f,
                     .seed = 1};
-  model_replica replica(rc);
+  // Two modes timed epoch by epoch, alternating which goes first, so the machine's drift
+  // affects both: serial (sample, gather, compute one after the other) and prefetched (the next
+  // batch sampled and gathered in the background during compute). Same batches, same steps.
+  struct mode_stats {
+    std::unique_ptr<model_replica> replica;
+    std::vector<double> epoch_s, sample_s, compute_s;
+  };
+  mode_stats serial{std::make_unique<model_replica>(rc), {}, {}, {}};
+  mode_stats prefetched{std::make_unique<model_replica>(rc), {}, {}, {}};
   neighbor_sampler sampler(d.graph);
-  std::vector<double> epoch_s, sample_s, compute_s;
   double edges = 0, flops = 0, dense_rows_time_ref = 0;
-  std::uint64_t step = 0;
   for (int epoch = 0; epoch < epochs; ++epoch) {
     auto batches = make_batches(d.train, batch_size, 1, static_cast<std::uint64_t>(epoch));
     if (max_batches && batches.size() > max_batches) batches.resize(max_batches);
-    double ts = 0, tc = 0;
-    stopwatch epoch_clock;
-    for (const auto& seeds : batches) {
-      stopwatch clock;
-      const sampled_batch batch = sampler.sample(seeds, fanouts, 1, step++);
-      Matrix x(static_cast<Eigen::Index>(batch.inputs().size()), d.features.cols());
-      for (size_t r = 0; r < batch.inputs().size(); ++r)
-        x.row(static_cast<Eigen::Index>(r)) = d.features.row(batch.inputs()[r]);
-      std::vector<std::int32_t> labels(seeds.size());
-      for (size_t r = 0; r < seeds.size(); ++r)
-        labels[r] = d.labels[seeds[r]];
-      ts += clock.seconds();
-      clock.reset();
-      replica.train_step(batch, x, labels, step);
+    const std::uint64_t first_step = static_cast<std::uint64_t>(epoch) * batches.size();
+    auto train = [&](model_replica& replica, const prepared_batch& p, std::uint64_t step,
+                     bool count) {
+      replica.train_step(p.batch, p.x, p.labels, step);
       replica.apply_own_gradient();
-      tc += clock.seconds();
+      if (!count) return;
       // Dense work of a SAGE layer: two (num_dst x in) * (in x out) products forward, and twice
       // that backward (weight and input gradients; the first layer skips the input gradient).
-      for (size_t l = 0; l < batch.blocks.size(); ++l) {
+      for (size_t l = 0; l < p.batch.blocks.size(); ++l) {
         const double in = l == 0 ? d.num_features() : rc.hidden;
-        const double out = l + 1 == batch.blocks.size() ? d.num_classes : rc.hidden;
-        const double rows = batch.blocks[l].num_dst();
+        const double out = l + 1 == p.batch.blocks.size() ? d.num_classes : rc.hidden;
+        const double rows = p.batch.blocks[l].num_dst();
         flops += 2 * rows * in * out * 2 * (l == 0 ? 2 : 3);
-        edges += static_cast<double>(batch.blocks[l].num_edges());
+        edges += static_cast<double>(p.batch.blocks[l].num_edges());
       }
+    };
+    auto run_serial = [&] {
+      double ts = 0, tc = 0;
+      stopwatch epoch_clock;
+      for (size_t i = 0; i < batches.size(); ++i) {
+        stopwatch clock;
+        prepared_batch p;
+        p.batch = sampler.sample(batches[i], fanouts, 1, first_step + i);
+        p.x.resize(static_cast<Eigen::Index>(p.batch.inputs().size()), d.features.cols());
+        for (size_t r = 0; r < p.batch.inputs().size(); ++r)
+          p.x.row(static_cast<Eigen::Index>(r)) = d.features.row(p.batch.inputs()[r]);
+        for (node_id seed : batches[i])
+          p.labels.push_back(d.labels[static_cast<size_t>(seed)]);
+        ts += clock.seconds();
+        clock.reset();
+        train(*serial.replica, p, first_step + i, false);
+        tc += clock.seconds();
+      }
+      serial.epoch_s.push_back(epoch_clock.seconds());
+      serial.sample_s.push_back(ts);
+      serial.compute_s.push_back(tc);
+    };
+    auto run_prefetched = [&] {
+      double ts = 0, tc = 0;
+      stopwatch epoch_clock;
+      std::vector<batch_prefetcher::job> jobs;
+      for (size_t i = 0; i < batches.size(); ++i)
+        jobs.push_back({batches[i], first_step + i});
+      batch_prefetcher prefetch(d, fanouts, 1, std::move(jobs));
+      for (size_t i = 0; i < batches.size(); ++i) {
+        stopwatch clock;
+        const prepared_batch p = prefetch.next();
+        ts += clock.seconds();
+        clock.reset();
+        train(*prefetched.replica, p, first_step + i, true);
+        tc += clock.seconds();
+      }
+      prefetched.epoch_s.push_back(epoch_clock.seconds());
+      prefetched.sample_s.push_back(ts);
+      prefetched.compute_s.push_back(tc);
+    };
+    if (epoch % 2 == 0) {
+      run_serial();
+      run_prefetched();
+    } else {
+      run_prefetched();
+      run_serial();
     }
-    epoch_s.push_back(epoch_clock.seconds());
-    sample_s.push_back(ts);
-    compute_s.push_back(tc);
-    std::fprintf(stderr, "  epoch %d: %.2f s (sample %.2f, compute %.2f), %zu batches\n", epoch + 1,
-                 epoch_s.back(), ts, tc, batches.size());
+    std::fprintf(stderr,
+                 "  epoch %d, %zu batches: serial %.2f s (sample %.2f, compute %.2f), prefetched "
+                 "%.2f s (waiting for batches %.2f, compute %.2f)\n",
+                 epoch + 1, batches.size(), serial.epoch_s.back(), serial.sample_s.back(),
+                 serial.compute_s.back(), prefetched.epoch_s.back(), prefetched.sample_s.back(),
+                 prefetched.compute_s.back());
   }
+  const auto& epoch_s = prefetched.epoch_s;
+  const auto& sample_s = prefetched.sample_s;
+  const auto& compute_s = prefetched.compute_s;
   // Reference: plain Eigen GEMMs of the same shapes as the first layer's products, same run.
   {
     const auto probe =
@@ -218,21 +267,25 @@ int bench_train(int argc, char** argv) {
       total_epoch += t;
     const double train_gflops = flops / total_compute / 1e9;
     std::printf(
-        "bench train %s: median epoch %.3f s (sample %.3f, compute %.3f); %.2f M sampled edges/s; "
+        "bench train %s: median epoch %.3f s prefetched (waiting for batches %.3f, compute %.3f), "
+        "%.3f s serial (sample %.3f, compute %.3f): %.2fx; %.2f M sampled edges/s; "
         "dense work %.1f GFLOP/s over all compute time vs plain Eigen GEMM %.1f GFLOP/s (%.0f%%); "
         "peak RSS %.0f MiB\n",
         d.name.c_str(), median(epoch_s), median(sample_s), median(compute_s),
-        edges / total_epoch / 1e6, train_gflops, gemm_gflops, 100 * train_gflops / gemm_gflops,
-        peak_rss_mib());
+        median(serial.epoch_s), median(serial.sample_s), median(serial.compute_s),
+        median(serial.epoch_s) / median(epoch_s), edges / total_epoch / 1e6, train_gflops,
+        gemm_gflops, 100 * train_gflops / gemm_gflops, peak_rss_mib());
     std::printf(
         "{\"bench\":\"train\",\"dataset\":\"%s\",\"nodes\":%d,\"edges\":%lld,\"batch_size\":%d,"
         "\"hidden\":%d,"
         "\"epochs\":%d,\"median_epoch_s\":%.4f,\"median_sample_s\":%.4f,\"median_compute_s\":%.4f,"
+        "\"median_epoch_serial_s\":%.4f,\"median_sample_serial_s\":%.4f,\"prefetch_speedup\":%.3f,"
         "\"sampled_edges_per_s\":%.0f,\"dense_gflops\":%.2f,\"gemm_gflops\":%.2f,\"dense_vs_gemm\":"
         "%.3f,"
         "\"peak_rss_mib\":%.1f}\n",
         d.name.c_str(), d.num_nodes(), static_cast<long long>(d.graph.num_edges()), batch_size,
         rc.hidden, epochs, median(epoch_s), median(sample_s), median(compute_s),
+        median(serial.epoch_s), median(serial.sample_s), median(serial.epoch_s) / median(epoch_s),
         edges / total_epoch, train_gflops, gemm_gflops, train_gflops / gemm_gflops, peak_rss_mib());
   }
   return 0;

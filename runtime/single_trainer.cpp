@@ -1,6 +1,7 @@
 // The single-process training loop: sample, gather inputs, train, step; exact evaluation.
 #include "runtime/single_trainer.hpp"
 
+#include "model/batch_prefetcher.hpp"
 #include "model/checkpoint.hpp"
 #include "model/inference.hpp"
 #include "model/sampler.hpp"
@@ -30,7 +31,6 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
     replica.model() = std::move(ck.model);
     replica.optimizer().set_state(ck.optimizer.state());
   }
-  neighbor_sampler sampler(d.graph);
   const std::size_t train_count = d.train.size();
   const std::uint64_t nb = batches_per_epoch(std::span(&train_count, 1), s.batch_size);
   for (int epoch = 0; epoch < s.epochs; ++epoch) {
@@ -39,22 +39,22 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
     stopwatch epoch_clock;
     auto batches = make_batches(d.train, s.batch_size, s.seed, static_cast<std::uint64_t>(epoch));
     if (s.max_batches && batches.size() > s.max_batches) batches.resize(s.max_batches);
+    // Batch i+1 is sampled and gathered in the background while batch i trains.
+    std::vector<batch_prefetcher::job> jobs;
+    for (std::uint64_t i = 0; i < batches.size(); ++i)
+      jobs.push_back({std::move(batches[i]), static_cast<std::uint64_t>(epoch) * nb + i});
+    const std::uint64_t steps = jobs.size();
+    batch_prefetcher prefetch(d, s.fanouts, s.seed, std::move(jobs));
     double loss_sum = 0;
     std::uint64_t correct = 0;
-    for (std::uint64_t i = 0; i < batches.size(); ++i) {
+    for (std::uint64_t i = 0; i < steps; ++i) {
       const std::uint64_t step = static_cast<std::uint64_t>(epoch) * nb + i;
       stopwatch clock;
-      const sampled_batch batch = sampler.sample(batches[i], s.fanouts, s.seed, step);
-      const auto& inputs = batch.inputs();
-      Matrix x(static_cast<Eigen::Index>(inputs.size()), d.features.cols());
-      for (size_t r = 0; r < inputs.size(); ++r)
-        x.row(static_cast<Eigen::Index>(r)) = d.features.row(inputs[r]);
-      std::vector<std::int32_t> labels(batches[i].size());
-      for (size_t r = 0; r < labels.size(); ++r)
-        labels[r] = d.labels[batches[i][r]];
-      rec.sample_s += clock.seconds();
+      const prepared_batch p = prefetch.next();
+      rec.sample_s += clock.seconds();  // waiting: the part of preparing not hidden by compute
+      rec.prepare_s += p.prepare_s;
       clock.reset();
-      const step_stats st = replica.train_step(batch, x, labels, mix64(s.seed ^ mix64(step)));
+      const step_stats st = replica.train_step(p.batch, p.x, p.labels, mix64(s.seed ^ mix64(step)));
       replica.apply_own_gradient();
       rec.compute_s += clock.seconds();
       loss_sum += st.loss_sum;
@@ -62,14 +62,15 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
       rec.seeds += st.seeds;
       ++rec.steps;
       if (on_step) on_step(step, st.seeds ? st.loss_sum / st.seeds : 0.0);
-      report.batch_progress(rec.epoch, i + 1, batches.size(), rec.seeds ? loss_sum / rec.seeds : 0,
+      report.batch_progress(rec.epoch, i + 1, steps, rec.seeds ? loss_sum / rec.seeds : 0,
                             rec.seeds / std::max(1e-9, epoch_clock.seconds()));
     }
     rec.loss = rec.seeds ? loss_sum / rec.seeds : 0;
     rec.train_acc = rec.seeds ? static_cast<double>(correct) / rec.seeds : 0;
     rec.epoch_s = epoch_clock.seconds();
-    // The batch's feature rows are gathered inside the sampling timer.
-    rec.split = {{"sample+gather", rec.sample_s},
+    // Sampling and the feature gather run in the background (prepare_s); what the loop waited
+    // for them is the first part.
+    rec.split = {{"waiting for batches", rec.sample_s},
                  {"compute", rec.compute_s},
                  {"other", std::max(0.0, rec.epoch_s - rec.sample_s - rec.compute_s)}};
     if (s.eval_every > 0 && ((epoch + 1) % s.eval_every == 0 || epoch + 1 == s.epochs)) {

@@ -79,14 +79,14 @@ bool training_report::epoch_done(const epoch_record& r) {
         "{\"run\":\"%s\",\"epoch\":%d,\"loss\":%.6f,\"train_acc\":%.6f,\"evaluated\":%s,\"eval_"
         "train_acc\":%.6f,"
         "\"valid_acc\":%.6f,\"test_acc\":%.6f,\"epoch_s\":%.4f,\"split\":%s,\"sample_s\":%.4f,"
-        "\"overlap_s\":%.4f,"
+        "\"overlap_s\":%.4f,\"prepare_s\":%.4f,"
         "\"compute_s\":%.4f,\"eval_s\":%.4f,\"steps\":%llu,\"seeds\":%llu,\"bytes\":%llu,\"bytes_"
         "by_kind\":%s,"
         "\"eval_bytes\":%llu,\"setup_bytes\":%llu,\"allreduce_s\":%.4f,\"work\":%s,"
         "\"peak_rss_mib\":%.1f}\n",
         run_.c_str(), r.epoch, r.loss, r.train_acc, r.evaluated ? "true" : "false",
         r.eval_train_acc, r.valid_acc, r.test_acc, r.epoch_s, split_json(r).c_str(), r.sample_s,
-        r.overlap_s, r.compute_s, r.eval_s, static_cast<unsigned long long>(r.steps),
+        r.overlap_s, r.prepare_s, r.compute_s, r.eval_s, static_cast<unsigned long long>(r.steps),
         static_cast<unsigned long long>(r.seeds), static_cast<unsigned long long>(r.bytes),
         r.bytes_by_kind_json.empty() ? "{}" : r.bytes_by_kind_json.c_str(),
         static_cast<unsigned long long>(r.eval_bytes),

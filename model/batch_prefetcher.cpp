@@ -1,0 +1,81 @@
+// The background batch preparation: one thread, a queue of at most `depth` batches.
+#include "model/batch_prefetcher.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "model/sampler.hpp"
+
+namespace degnn {
+
+batch_prefetcher::batch_prefetcher(const dataset& d, std::vector<int> fanouts, std::uint64_t seed,
+                                   std::vector<job> jobs, std::size_t depth)
+    : d_(d),
+      fanouts_(std::move(fanouts)),
+      seed_(seed),
+      jobs_(std::move(jobs)),
+      depth_(std::max<std::size_t>(depth, 1)),
+      worker_([this] { run(); }) {}
+
+batch_prefetcher::~batch_prefetcher() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  worker_.join();
+}
+
+void batch_prefetcher::run() {
+  // Half the cores sample; the training loop's kernels keep theirs.
+  omp_set_num_threads(std::max(1, omp_get_num_procs() / 2));
+  neighbor_sampler sampler(d_.graph);
+  try {
+    for (const job& j : jobs_) {
+      {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [&] { return stop_ || ready_.size() < depth_; });
+        if (stop_) return;
+      }
+      const auto began = std::chrono::steady_clock::now();
+      prepared_batch p;
+      p.batch = sampler.sample(j.seeds, fanouts_, seed_, j.step);
+      const auto& inputs = p.batch.inputs();
+      p.x.resize(static_cast<Eigen::Index>(inputs.size()), d_.features.cols());
+      for (size_t r = 0; r < inputs.size(); ++r)
+        p.x.row(static_cast<Eigen::Index>(r)) = d_.features.row(inputs[r]);
+      p.labels.resize(j.seeds.size());
+      for (size_t r = 0; r < j.seeds.size(); ++r)
+        p.labels[r] = d_.labels[static_cast<size_t>(j.seeds[r])];
+      p.prepare_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      {
+        std::lock_guard lock(mutex_);
+        ready_.push_back(std::move(p));
+      }
+      changed_.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    error_ = std::current_exception();
+    changed_.notify_all();
+  }
+}
+
+prepared_batch batch_prefetcher::next() {
+  if (taken_ >= jobs_.size()) throw std::out_of_range("batch_prefetcher: no job left");
+  std::unique_lock lock(mutex_);
+  // An error ends the queue: batches prepared before it are still handed out in order.
+  changed_.wait(lock, [&] { return !ready_.empty() || error_; });
+  if (ready_.empty()) std::rethrow_exception(error_);
+  prepared_batch p = std::move(ready_.front());
+  ready_.pop_front();
+  ++taken_;
+  lock.unlock();
+  changed_.notify_all();
+  return p;
+}
+
+}  // namespace degnn

@@ -1,0 +1,63 @@
+// Prepares mini-batches (sampling, the input-feature gather, labels) on a background thread, one
+// ahead of the training loop, so that sampling overlaps compute. The batches are exactly those
+// the loop would make itself: sampling is keyed by (seed, step), never by thread or timing.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "model/block.hpp"
+#include "model/dataset.hpp"
+#include "model/tensor.hpp"
+
+namespace degnn {
+
+struct prepared_batch {
+  sampled_batch batch;
+  Matrix x;                          ///< input features, one row per batch.inputs() entry
+  std::vector<std::int32_t> labels;  ///< one per seed
+  double prepare_s = 0;              ///< time the background thread spent on it
+};
+
+class batch_prefetcher {
+ public:
+  struct job {
+    std::vector<node_id> seeds;
+    std::uint64_t step = 0;
+  };
+
+  /// Starts preparing `jobs` in order, at most `depth` ahead of next(). d must outlive this.
+  batch_prefetcher(const dataset& d, std::vector<int> fanouts, std::uint64_t seed,
+                   std::vector<job> jobs, std::size_t depth = 1);
+  ~batch_prefetcher();  ///< stops the thread (a batch being sampled is finished first)
+  batch_prefetcher(const batch_prefetcher&) = delete;
+  batch_prefetcher& operator=(const batch_prefetcher&) = delete;
+
+  /// The next job's batch, waiting for it if needed; rethrows an error of its preparation.
+  /// Throws std::out_of_range after the last job.
+  prepared_batch next();
+
+ private:
+  void run();
+
+  const dataset& d_;
+  std::vector<int> fanouts_;
+  std::uint64_t seed_;
+  std::vector<job> jobs_;
+  std::size_t depth_;
+  std::size_t taken_ = 0;  ///< jobs handed out by next()
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<prepared_batch> ready_;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::thread worker_;  ///< last: starts once every member above exists
+};
+
+}  // namespace degnn

@@ -1,0 +1,68 @@
+// Tests of model/batch_prefetcher.hpp: the background batches equal the sampler's and the gather
+// done in the loop, in job order; an error reaches next(); stopping early does not hang.
+#include "model/batch_prefetcher.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "model/sampler.hpp"
+
+using namespace degnn;
+
+namespace {
+
+const dataset& cora() {
+  static const dataset d = load_dataset(std::filesystem::path(DEGNN_SOURCE_DIR) / "data" / "cora");
+  return d;
+}
+
+}  // namespace
+
+TEST(BatchPrefetcher, HandsOutExactlyTheBatchesTheLoopWouldMakeInOrder) {
+  const dataset& d = cora();
+  const std::vector<int> fanouts = {5, 10};
+  const auto batches = make_batches(d.train, 16, 3, 0);
+  std::vector<batch_prefetcher::job> jobs;
+  for (size_t i = 0; i < batches.size(); ++i)
+    jobs.push_back({batches[i], 100 + i});
+  batch_prefetcher prefetch(d, fanouts, 3, jobs, 2);
+  neighbor_sampler sampler(d.graph);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const prepared_batch p = prefetch.next();
+    const sampled_batch want = sampler.sample(batches[i], fanouts, 3, 100 + i);
+    ASSERT_EQ(p.batch.blocks.size(), want.blocks.size());
+    for (size_t l = 0; l < want.blocks.size(); ++l) {
+      EXPECT_EQ(p.batch.blocks[l].src_nodes, want.blocks[l].src_nodes) << i << " " << l;
+      EXPECT_EQ(p.batch.blocks[l].indices, want.blocks[l].indices) << i << " " << l;
+    }
+    ASSERT_EQ(p.x.rows(), static_cast<Eigen::Index>(want.inputs().size()));
+    for (size_t r = 0; r < want.inputs().size(); ++r)
+      EXPECT_TRUE(p.x.row(static_cast<Eigen::Index>(r)) == d.features.row(want.inputs()[r]));
+    ASSERT_EQ(p.labels.size(), batches[i].size());
+    for (size_t r = 0; r < batches[i].size(); ++r)
+      EXPECT_EQ(p.labels[r], d.labels[static_cast<size_t>(batches[i][r])]);
+  }
+  EXPECT_THROW(prefetch.next(), std::out_of_range);
+}
+
+TEST(BatchPrefetcher, AnErrorReachesNextAfterTheBatchesBeforeIt) {
+  const dataset& d = cora();
+  std::vector<batch_prefetcher::job> jobs = {{{1, 2}, 0}, {{d.num_nodes()}, 1}, {{3}, 2}};
+  batch_prefetcher prefetch(d, {5}, 1, jobs);
+  EXPECT_EQ(prefetch.next().labels.size(), 2u);
+  EXPECT_THROW(prefetch.next(), std::out_of_range);  // the sampler's error for a bad seed
+}
+
+TEST(BatchPrefetcher, GoingAwayBeforeTheLastBatchStopsTheThread) {
+  const dataset& d = cora();
+  const auto batches = make_batches(d.train, 4, 1, 0);
+  std::vector<batch_prefetcher::job> jobs;
+  for (size_t i = 0; i < batches.size(); ++i)
+    jobs.push_back({batches[i], i});
+  {
+    batch_prefetcher prefetch(d, {5, 5}, 1, jobs);
+    prefetch.next();
+  }  // the destructor must return although most jobs were never taken
+  SUCCEED();
+}
