@@ -89,7 +89,7 @@ void apply_average(self_ptr self, std::vector<float> sum, int contributors, std:
         auto& st = self->state;
         const auto now = stage_log::now_us();
         st.stages.add(stage::allreduce, step, began_us, now);
-        st.activity.end(kReduceActivity, now);
+        st.activity.end(kReduceActivity, stage_log::steady_us());
         ++st.status.applies;
         done();
       },
@@ -126,7 +126,7 @@ void finish_steps(self_ptr self, done_fn done, fail_fn fail) {
   enter(st, coordinator_phase::reducing);
   const auto u = *st.unreduced;
   const auto began = stage_log::now_us();
-  st.activity.begin(kReduceActivity, began);
+  st.activity.begin(kReduceActivity, stage_log::steady_us());
   all(
       self, st.batchers, gradient_atom_v,
       control_messages(st, {.h = {u.step, 0}, .what = wire::control_kind::gradient}), "gradient",
@@ -166,7 +166,7 @@ void centralized_step(self_ptr self, caf::typed_response_promise<step_result> rp
                       std::uint32_t epoch, std::uint64_t index, std::uint64_t step) {
   auto& st = self->state;
   const std::int64_t began = stage_log::now_us();
-  st.activity.begin(kStepActivity, began);
+  st.activity.begin(kStepActivity, stage_log::steady_us());
   all(
       self, st.batchers, step_atom_v,
       control_messages(st, {.h = {step, 0},
@@ -178,8 +178,8 @@ void centralized_step(self_ptr self, caf::typed_response_promise<step_result> rp
         auto& st = self->state;
         const auto stepped = stage_log::now_us();
         st.stages.add(stage::step_phase, step, began, stepped);
-        st.activity.end(kStepActivity, stepped);
-        st.activity.begin(kReduceActivity, stepped);
+        st.activity.end(kStepActivity, stage_log::steady_us());
+        st.activity.begin(kReduceActivity, stage_log::steady_us());
         step_result r;
         std::vector<float> sum;
         int contributors = 0;
@@ -249,7 +249,7 @@ void decentralized_step(self_ptr self, caf::typed_response_promise<step_result> 
   const auto began = stage_log::now_us();
   if (st.unreduced) {
     const auto u = *st.unreduced;
-    st.activity.begin(kReduceActivity, began);
+    st.activity.begin(kReduceActivity, stage_log::steady_us());
     all(
         self, st.batchers, gradient_atom_v,
         control_messages(st, {.h = {u.step, 0}, .what = wire::control_kind::gradient}), "gradient",
@@ -265,7 +265,7 @@ void decentralized_step(self_ptr self, caf::typed_response_promise<step_result> 
         },
         fail);
   }
-  st.activity.begin(kStepActivity, began);
+  st.activity.begin(kStepActivity, stage_log::steady_us());
   all(
       self, st.batchers, step_atom_v,
       control_messages(st, {.h = {step, 0},
@@ -277,7 +277,7 @@ void decentralized_step(self_ptr self, caf::typed_response_promise<step_result> 
       [self, pr, both_done, step, began](std::vector<wire_message>& replies) mutable {
         const auto now = stage_log::now_us();
         self->state.stages.add(stage::step_phase, step, began, now);
-        self->state.activity.end(kStepActivity, now);
+        self->state.activity.end(kStepActivity, stage_log::steady_us());
         pr->step_replies = std::move(replies);
         pr->stepped = true;
         both_done();
@@ -310,7 +310,8 @@ caf::result<T> enqueue(self_ptr self, Run run) {
   self->state.queue.push_back([self, rp, run]() mutable {
     auto& st = self->state;
     if (st.status.phase() == coordinator_phase::failed) {
-      rp.deliver(actor_error(actor_errc::internal, st.status.error));
+      // Failures that make the coordinator fail are a peer's (a lost actor, a failed request).
+      rp.deliver(actor_error(actor_errc::peer_failed, st.status.error));
       command_done(self);
       return;
     }

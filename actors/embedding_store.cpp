@@ -115,6 +115,7 @@ store_actor::behavior_type store_behavior(self_ptr self,
         if (auto why = outsider(self->current_sender(), self->node(), self->state.members);
             !why.empty())
           return refuse("refused " + why);
+        if (!self->state.failed_commit.empty()) return refuse(self->state.failed_commit);
         return guarded(serve_get, m);
       },
       [self, refuse](put_atom, const history_commit& c) -> caf::result<bool> {
@@ -125,6 +126,7 @@ store_actor::behavior_type store_behavior(self_ptr self,
           serve_put(self->state, c);
           return true;
         } catch (const std::exception& e) {
+          self->state.failed_commit = std::string("a history commit failed: ") + e.what();
           return refuse(e.what());
         }
       },

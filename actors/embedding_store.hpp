@@ -32,6 +32,9 @@ struct store_state {
   std::uint64_t rejected = 0;         ///< requests that failed validation
   std::vector<caf::node_id> members;  ///< nodes of the view: the only senders of gets served
   reject_log on_reject;
+  /// Set when a put was refused: the history is then not the step's, and every later get is
+  /// refused with this cause (gets queue behind puts, so none reads the stale rows).
+  std::string failed_commit;
 };
 
 store_actor::behavior_type store_behavior(store_actor::stateful_pointer<store_state> self,

@@ -195,6 +195,10 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
       },
       [self](trace_atom, const wire_message&) -> caf::result<wire_message> {
         auto& st = self->state;
+        if (auto why = outsider(self->current_sender(), self->node(), st.members); !why.empty()) {
+          ++st.rejected;
+          return as_error(st, actor_errc::rejected, "refused " + why);
+        }
         auto msg = trace_reply(st.part->part, st.ctx, st.stages);
         count(st, kCoordinatorPart, msg);
         return msg;

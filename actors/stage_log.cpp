@@ -43,6 +43,12 @@ std::int64_t stage_log::now_us() {
       .count();
 }
 
+std::int64_t stage_log::steady_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 void stage_log::add(stage s, std::uint64_t step, std::int64_t begin_us, std::int64_t end_us) {
   if (end_us < begin_us) end_us = begin_us;
   total_us_[static_cast<size_t>(s)] += static_cast<std::uint64_t>(end_us - begin_us);

@@ -32,6 +32,8 @@ class stage_log {
  public:
   /// Microseconds on the system clock, so that processes on one host share a time line.
   static std::int64_t now_us();
+  /// Microseconds on the steady clock: for durations that must add up (overlap_clock).
+  static std::int64_t steady_us();
 
   void add(stage s, std::uint64_t step, std::int64_t begin_us, std::int64_t end_us);
   /// Keeps spans (for a trace) from now on, at most max_spans of them.

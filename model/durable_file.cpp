@@ -59,6 +59,7 @@ void durable_file::write(const void* data, std::size_t bytes) {
   while (bytes > 0) {
     const ssize_t n = ::write(fd_, p, bytes);
     if (n < 0 && errno == EINTR) continue;
+    if (n == 0) errno = EIO;  // write() made no progress without setting errno
     if (n <= 0) fail("writing failed");
     p += n;
     bytes -= static_cast<std::size_t>(n);

@@ -17,8 +17,10 @@ struct node_state {
   int id = 0;
   worker_actors local;
   wire::context ctx;
+  int nodes = 0;  ///< the cluster's size
   std::vector<std::string> identity;
   std::int64_t num_train = 0;
+  std::vector<caf::node_id> node0;              ///< node 0's CAF node, from the view
   std::set<std::int32_t> greeted;               ///< peers whose connection to this node is set up
   std::map<std::int32_t, std::string> refused;  ///< peers whose settings differ, and how
   bool has_view = false;                        ///< the local workers know every peer
@@ -26,8 +28,10 @@ struct node_state {
 
 node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state> self, int id,
                                         worker_actors local, wire::context ctx,
-                                        std::vector<std::string> identity, std::int64_t num_train) {
+                                        std::vector<std::string> identity, std::int64_t num_train,
+                                        int nodes) {
   self->state.id = id;
+  self->state.nodes = nodes;
   self->state.identity = std::move(identity);
   self->state.num_train = num_train;
   self->state.local = std::move(local);
@@ -35,6 +39,15 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
   return {
       [self](greet_atom, const node_greeting& g) -> caf::result<std::int32_t> {
         auto& st = self->state;
+        // Each other rank greets once (a higher one when it connects, a lower one when it
+        // connects back): anything else is not a peer of this cluster, and must not mark a
+        // real rank refused or greeted.
+        if (g.rank < 0 || g.rank == st.id || g.rank >= st.nodes || st.greeted.count(g.rank) > 0 ||
+            st.refused.count(g.rank) > 0) {
+          return actor_error(actor_errc::rejected, "node " + std::to_string(st.id) +
+                                                       " takes no greeting from rank " +
+                                                       std::to_string(g.rank) + " now");
+        }
         const std::string diff = cluster_identity{st.identity}.difference(
             g.identity, "node " + std::to_string(st.id), "node " + std::to_string(g.rank));
         if (!diff.empty()) {
@@ -58,7 +71,11 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
       },
       [self](view_atom, const peer_view& all) -> caf::result<bool> {
         auto& st = self->state;
+        if (!outsider(self->current_sender(), self->node(), {}).empty())
+          return actor_error(actor_errc::rejected, "the view comes from this node's runtime only");
         if (st.has_view) return actor_error(actor_errc::rejected, "the view is given once");
+        if (!all.batchers.empty() && all.batchers.front())
+          st.node0 = {all.batchers.front()->node()};
         self->send(st.local.shard, view_atom_v, all);
         self->send(st.local.batch, view_atom_v, all);
         self->send(st.local.store, view_atom_v, all);
@@ -110,7 +127,13 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
             fail);
         return rp;
       },
-      [self](bye_atom) {
+      [self](bye_atom) -> caf::result<bool> {
+        // From node 0 (its actors are partition 0's in the view) or this process only.
+        auto& st = self->state;
+        const auto sender = self->current_sender();
+        const bool from_node0 = sender && !st.node0.empty() && sender->node() == st.node0.front();
+        if (!from_node0 && !outsider(sender, self->node(), {}).empty())
+          return actor_error(actor_errc::rejected, "bye is taken from node 0 only");
         self->quit();
         return true;
       },
@@ -121,8 +144,8 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
 
 node_actor spawn_node_actor(caf::actor_system& sys, int id, const worker_actors& local,
                             const wire::context& ctx, std::vector<std::string> identity,
-                            std::int64_t num_train) {
-  return sys.spawn(node_behavior, id, local, ctx, std::move(identity), num_train);
+                            std::int64_t num_train, int nodes) {
+  return sys.spawn(node_behavior, id, local, ctx, std::move(identity), num_train, nodes);
 }
 
 void add_runtime_types(caf::actor_system_config& cfg) {

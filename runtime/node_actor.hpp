@@ -52,10 +52,12 @@ using node_actor = caf::typed_actor<caf::replies_to<greet_atom, node_greeting>::
                                     caf::replies_to<bye_atom>::with<bool>>;
 
 /// Spawns node `id`'s node actor for its local worker actors; `identity` is this node's cluster
-/// identity lines, which every greeting must match; num_train: its partition's training nodes.
+/// identity lines, which every greeting must match; num_train: its partition's training nodes;
+/// nodes: the cluster's size. A view only from this process, bye only from node 0 or this
+/// process, one greeting per other rank.
 node_actor spawn_node_actor(caf::actor_system& sys, int id, const worker_actors& local,
                             const wire::context& ctx, std::vector<std::string> identity,
-                            std::int64_t num_train);
+                            std::int64_t num_train, int nodes);
 
 /// Registers the runtime's message types (after add_actor_types).
 void add_runtime_types(caf::actor_system_config& cfg);

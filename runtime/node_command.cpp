@@ -173,7 +173,8 @@ int run_node(int argc, char** argv) {
   caf::actor_system sys{cfg};
   const worker_actors local = spawn_worker(sys, part, book, rc, ws, ctx);
   const node_actor node = spawn_node_actor(sys, id, local, ctx, identity.lines,
-                                           static_cast<std::int64_t>(part->train.size()));
+                                           static_cast<std::int64_t>(part->train.size()),
+                                           static_cast<int>(peers.size()));
   caf::scoped_actor self{sys};
   // Whatever ends this function, the local actors stop first: the actor system's destructor waits
   // for every actor, so an error that skipped this would hang the process.

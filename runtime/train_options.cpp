@@ -136,6 +136,11 @@ train_settings read_train_settings(const option_set& opts) {
       }
     }
   }
+  if (!s.partitions.empty() && s.pipeline == "single") {
+    throw config_error(
+        "--partitions needs a cluster pipeline (centralized or decentralized); "
+        "--pipeline single trains on the whole --data in one process");
+  }
   if (!s.partitions.empty() && opts.given("partition-method")) {
     throw config_error(
         "--partition-method is not used with --partitions (the set was cut by "
