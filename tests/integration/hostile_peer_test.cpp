@@ -1,8 +1,9 @@
 // A hostile peer against a live node (issue "Hardening"): raw connections with a garbage header
 // and with a header announcing a 256 MiB payload, and a CAF process outside the cluster that asks
 // the node actor for the worker handles and sends them pulls, a history get, a forged averaged
-// gradient and a forged view. The node must refuse and count each message, and the cluster must
-// train exactly as without the probe; the node's peak memory is printed.
+// gradient and a forged view, before the node has its view and again while it trains. The node must
+// refuse and count each message, and the cluster must train exactly as without the probe; the
+// node's peak memory is printed.
 #include <gtest/gtest.h>
 
 #include <caf/all.hpp>
@@ -69,7 +70,7 @@ std::string basp_header(std::uint8_t operation, std::uint32_t payload_len,
 
 // The probe from a CAF process outside the cluster: one message to each entry point it can reach.
 // Returns how many were answered with a refusal (each is one rejection on the node).
-int probe_workers(caf::actor_system& sys, std::uint16_t port) {
+int probe_workers(caf::actor_system& sys, std::uint16_t port, const std::string& reason) {
   caf::scoped_actor self{sys};
   caf::expected<node_actor> node = caf::sec::cannot_connect_to_node;
   for (int i = 0; i < 100 && !node; ++i) {
@@ -91,6 +92,7 @@ int probe_workers(caf::actor_system& sys, std::uint16_t port) {
                 [&](caf::error& e) {
                   const std::string what = sys.render(e);
                   EXPECT_NE(what.find("refused a message from"), std::string::npos) << what;
+                  EXPECT_NE(what.find(reason), std::string::npos) << what;
                   ++refused;
                 });
   };
@@ -133,14 +135,15 @@ class HostilePeer : public ::testing::Test {
     dir_ = nullptr;
   }
 
-  // Two nodes, decentralized, two epochs; `probe` runs against node 1 before node 0 starts and
-  // returns how many rejections it caused; raw connections stay open for the whole run.
+  // Two nodes, decentralized, twelve epochs. When hostile, the probe runs against node 1 before
+  // node 0 starts (node 1 has no view: only its own process is served) and again once node 1 is
+  // connected (only the cluster's nodes are served); raw connections stay open for the whole run.
   run_result train(const std::string& name, bool hostile) {
     const std::uint16_t p0 = free_port_pair(), p1 = free_port_pair();
     const fs::path conf = dir_->path / (name + ".conf");
     std::ofstream(conf) << "[node]\npartitions = \"" << (dir_->path / "parts").string()
                         << "\"\npeers = \"127.0.0.1:" << p0 << ",127.0.0.1:" << p1
-                        << "\"\npipeline = \"decentralized\"\nlayers = 2\nepochs = 2\n"
+                        << "\"\npipeline = \"decentralized\"\nlayers = 2\nepochs = 12\n"
                            "batch-size = 8\nfanouts = \"5,10\"\nhidden = 16\nseed = 3\n"
                            "no-progress = true\ntimeout = 60\nconnect-timeout = 60\n";
     const std::string c = "--config-file=" + conf.string();
@@ -153,7 +156,7 @@ class HostilePeer : public ::testing::Test {
       add_runtime_types(cfg);
       cfg.load<caf::io::middleman>();
       caf::actor_system sys{cfg};
-      probes = probe_workers(sys, p1);
+      probes = probe_workers(sys, p1, "not this node (no view yet)");
       EXPECT_EQ(probes, 10);
       // Garbage: an operation BASP does not know, then noise.
       raw.push_back(
@@ -164,6 +167,21 @@ class HostilePeer : public ::testing::Test {
         EXPECT_TRUE(r->connected());
     }
     child_process node0({DEGNN_BINARY, "node", c, "--id", "0"}, dir_->path / (name + "0.log"));
+    if (hostile) {
+      const auto until = std::chrono::steady_clock::now() + 60s;
+      while (read_file(dir_->path / (name + "1.log")).find("connected to 1 peers") ==
+                 std::string::npos &&
+             std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(20ms);
+      caf::actor_system_config cfg;
+      add_actor_types(cfg);
+      add_runtime_types(cfg);
+      cfg.load<caf::io::middleman>();
+      caf::actor_system sys{cfg};
+      const int after_view = probe_workers(sys, p1, "not a member of the cluster");
+      EXPECT_EQ(after_view, 10);
+      probes += after_view;
+    }
     run_result out;
     const auto end = std::chrono::steady_clock::now() + 120s;
     int rc0 = -1;
