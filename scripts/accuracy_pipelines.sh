@@ -27,7 +27,7 @@ case "$dataset" in
     [ -f "$data-4/partitions.meta" ] || "$bin" partition --data "$data" --parts 4 --method metis --seed 1 \
       --out "$data-4" >/dev/null
     common=(--data "$data" --partitions "$data-4" --model "${DEGNN_ACC_MODEL:-sage}" --layers 3 --fanouts 10,10,10 --hidden 64
-            --batch-size 1024 --epochs 20 --eval-every 4 --no-progress) ;;
+            --batch-size 1024 --epochs 20 --eval-every 4 --lr 0.01 --dropout 0.5 --weight-decay 0 --no-progress) ;;
   *) echo "unknown dataset $dataset (pubmed or synthetic)" >&2; exit 2 ;;
 esac
 runs=("centralized 32 1")

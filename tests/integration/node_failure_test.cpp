@@ -123,7 +123,7 @@ TEST_F(NodeFailure, SettingsThatMustAgreeAreComparedAtTheGreeting) {
   EXPECT_NE(rc0, 0) << out0;
   EXPECT_NE(rc0, -1) << out0;
   const std::string why =
-      "settings that must agree differ: lr is 0.01 on node 0 and 0.02 on node 1";
+      "settings that must agree differ: lr is 0.005 on node 0 and 0.02 on node 1";
   EXPECT_TRUE(contains(out1, "node 1: greeting node 0 failed") && contains(out1, why)) << out1;
   EXPECT_TRUE(contains(out0, "node 0: refused node 1") && contains(out0, why)) << out0;
   std::printf("node 1: %s\nnode 0: %s\n", error_line(out1).c_str(), error_line(out0).c_str());

@@ -31,7 +31,9 @@ TEST(TwoNodeCluster, TrainsLikeTheInProcessClusterWithEqualByteCounts) {
       << "[node]\npartitions = \"" << (tmp.path / "parts").string()
       << "\"\npeers = \"127.0.0.1:" << p0 << ",127.0.0.1:" << p1
       << "\"\nepochs = 1\nbatch-size = 8\nfanouts = \"5,10\"\nhidden = 32\n"
-         "seed = 3\nno-progress = true\ntimeout = 30\nconnect-timeout = 30\n";
+         "seed = 3\nno-progress = true\ntimeout = 30\nconnect-timeout = 30\n"
+         // The in-process run below takes replica_config's optimiser settings.
+         "lr = 0.01\ndropout = 0.5\nweight-decay = 0\n";
   const std::string conf = "--config-file=" + (tmp.path / "cluster.conf").string();
   child_process node1({DEGNN_BINARY, "node", conf, "--id", "1"}, tmp.path / "node1.log");
   child_process node0({DEGNN_BINARY, "node", conf, "--id", "0"}, tmp.path / "node0.log");
