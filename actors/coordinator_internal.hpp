@@ -57,7 +57,15 @@ std::vector<wire_message> control_messages(coordinator_state& st, const wire::co
 std::vector<wire::allreduce_chunk> chunks(const coordinator_state& st,
                                           const std::vector<wire_message>& replies,
                                           const char* what);
-/// The gradient phase of a decentralized step still in flight, if any (coordinator.cpp).
+// -- steps and the all-reduce (coordinator_steps.cpp) --
+
+/// A centralized step: every worker's batch, then its gradients averaged and applied.
+void centralized_step(self_ptr self, caf::typed_response_promise<step_result> rp, fail_fn fail,
+                      std::uint32_t epoch, std::uint64_t index, std::uint64_t step);
+/// A decentralized step, with the previous step's gradient phase when one is in flight.
+void decentralized_step(self_ptr self, caf::typed_response_promise<step_result> rp, fail_fn fail,
+                        std::uint32_t epoch, std::uint64_t index, std::uint64_t step);
+/// The gradient phase of a decentralized step still in flight, if any.
 void finish_steps(self_ptr self, done_fn done, fail_fn fail);
 
 /// Sends message p to actor p of one role at once; then(replies in partition order), or fail

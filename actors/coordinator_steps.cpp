@@ -1,0 +1,233 @@
+// The coordinator's steps and all-reduce: a centralized step (every worker's batch, then the
+// average of their gradients), a decentralized step (pipelined with the previous step's gradient
+// phase), and the averaging and apply both end with.
+#include <memory>
+
+#include "actors/coordinator_internal.hpp"
+
+namespace degnn::coordinator_detail {
+
+// -- the all-reduce --
+
+// Averages the summed gradients over the contributors and has every replica apply the average.
+void apply_average(self_ptr self, std::vector<float> sum, int contributors, std::uint64_t step,
+                   std::int64_t began_us, done_fn done, fail_fn fail) {
+  auto& st = self->state;
+  enter(st, coordinator_phase::reducing);
+  // Each worker's gradient is of its mean loss; the average over workers is what DistDGL's
+  // synchronous data parallelism applies.
+  if (contributors > 1) {
+    const float inv = 1.0f / static_cast<float>(contributors);
+    for (auto& v : sum)
+      v *= inv;
+  }
+  const wire::allreduce_chunk avg{.h = {step, 0}, .round = 1, .values = std::move(sum)};
+  const auto encoded = wire::encode(st.ctx, avg);
+  std::vector<wire_message> out;
+  for (size_t p = 0; p < st.batchers.size(); ++p) {
+    out.push_back(pack(wire::kind::allreduce_chunk, encoded));
+    if (p != kCoordinatorPart) st.sent.add(wire::kind::allreduce_chunk, encoded.size());
+  }
+  all(
+      self, st.batchers, apply_atom_v, std::move(out), "apply gradient",
+      [self, step, began_us, done](std::vector<wire_message>&) {
+        auto& st = self->state;
+        const auto now = stage_log::now_us();
+        st.stages.add(stage::allreduce, step, began_us, now);
+        st.activity.end(kReduceActivity, stage_log::steady_us());
+        ++st.status.applies;
+        done();
+      },
+      fail);
+}
+
+// Every worker's gradient holds its own batch and the pushes it served for the others.
+void reduce_and_apply(self_ptr self, const std::vector<wire_message>& gradients, int contributors,
+                      std::uint64_t step, std::int64_t began_us, done_fn done, fail_fn fail) {
+  std::vector<float> sum;
+  try {
+    for (const auto& g : chunks(self->state, gradients, "gradient")) {
+      if (sum.empty()) sum.assign(g.values.size(), 0.0f);
+      if (g.values.size() != sum.size())
+        throw std::runtime_error("gradient: replicas of different sizes");
+      for (size_t i = 0; i < sum.size(); ++i)
+        sum[i] += g.values[i];
+    }
+  } catch (const std::exception& e) {
+    fail(e.what());
+    return;
+  }
+  apply_average(self, std::move(sum), contributors, step, began_us, std::move(done),
+                std::move(fail));
+}
+
+// The gradient phase of a decentralized step still in flight, if any.
+void finish_steps(self_ptr self, done_fn done, fail_fn fail) {
+  auto& st = self->state;
+  if (!st.unreduced) {
+    done();
+    return;
+  }
+  enter(st, coordinator_phase::reducing);
+  const auto u = *st.unreduced;
+  const auto began = stage_log::now_us();
+  st.activity.begin(kReduceActivity, stage_log::steady_us());
+  all(
+      self, st.batchers, gradient_atom_v,
+      control_messages(st, {.h = {u.step, 0}, .what = wire::control_kind::gradient}), "gradient",
+      [self, u, done, fail, began](std::vector<wire_message>& replies) {
+        reduce_and_apply(
+            self, replies, u.contributors, u.step, began,
+            [self, done] {
+              self->state.unreduced.reset();
+              done();
+            },
+            fail);
+      },
+      fail);
+}
+
+// -- steps --
+
+step_result sum_steps(const std::vector<wire::allreduce_chunk>& replies, int& contributors) {
+  step_result r;
+  contributors = 0;
+  for (const auto& g : replies) {
+    r.loss_sum += g.loss;
+    r.seeds += g.seeds;
+    r.correct += g.correct;
+    contributors += g.seeds > 0;
+  }
+  return r;
+}
+
+void step_done(self_ptr self, const step_result& r) {
+  auto& st = self->state;
+  ++st.status.steps_done;
+  st.status.last_loss = r.seeds ? r.loss_sum / static_cast<double>(r.seeds) : 0.0;
+}
+
+void centralized_step(self_ptr self, caf::typed_response_promise<step_result> rp, fail_fn fail,
+                      std::uint32_t epoch, std::uint64_t index, std::uint64_t step) {
+  auto& st = self->state;
+  const std::int64_t began = stage_log::now_us();
+  st.activity.begin(kStepActivity, stage_log::steady_us());
+  all(
+      self, st.batchers, step_atom_v,
+      control_messages(st, {.h = {step, 0},
+                            .what = wire::control_kind::step,
+                            .epoch = epoch,
+                            .value = static_cast<double>(index)}),
+      "step",
+      [self, rp, fail, step, began](std::vector<wire_message>& replies) mutable {
+        auto& st = self->state;
+        const auto stepped = stage_log::now_us();
+        st.stages.add(stage::step_phase, step, began, stepped);
+        st.activity.end(kStepActivity, stage_log::steady_us());
+        st.activity.begin(kReduceActivity, stage_log::steady_us());
+        step_result r;
+        std::vector<float> sum;
+        int contributors = 0;
+        try {
+          const auto grads = chunks(st, replies, "step");
+          r = sum_steps(grads, contributors);
+          for (const auto& g : grads) {
+            if (sum.empty()) sum.assign(g.values.size(), 0.0f);
+            if (g.values.size() != sum.size())
+              throw std::runtime_error("step: gradients of different sizes");
+            if (g.seeds == 0) continue;
+            for (size_t i = 0; i < sum.size(); ++i)
+              sum[i] += g.values[i];
+          }
+        } catch (const std::exception& e) {
+          fail(e.what());
+          return;
+        }
+        apply_average(
+            self, std::move(sum), contributors, step, stepped,
+            [self, rp, r]() mutable {
+              step_done(self, r);
+              rp.deliver(r);
+              command_done(self);
+            },
+            fail);
+      },
+      fail);
+}
+
+// Pipelined: the previous step's gradient phase and this step's request leave together, so this
+// step's sampling, local expansion and history pulls run during the previous step's all-reduce;
+// its forward waits for the averaged gradient (`counts[0]`: the applies it needs). At most two
+// steps are in flight.
+void decentralized_step(self_ptr self, caf::typed_response_promise<step_result> rp, fail_fn fail,
+                        std::uint32_t epoch, std::uint64_t index, std::uint64_t step) {
+  auto& st = self->state;
+  struct progress {
+    bool reduced = false, stepped = false;
+    std::vector<wire_message> step_replies;
+  };
+  auto pr = std::make_shared<progress>();
+  pr->reduced = !st.unreduced;
+  auto both_done = [self, rp, fail, pr, step]() mutable {
+    if (!pr->reduced || !pr->stepped) return;
+    auto& st = self->state;
+    step_result r;
+    int contributors = 0;
+    try {
+      r = sum_steps(chunks(st, pr->step_replies, "step"), contributors);
+    } catch (const std::exception& e) {
+      fail(e.what());
+      return;
+    }
+    st.unreduced = coordinator_state::unreduced_step{step, contributors};
+    auto deliver = [self, rp, r]() mutable {
+      step_done(self, r);
+      rp.deliver(r);
+      command_done(self);
+    };
+    if (st.pipelined)
+      deliver();
+    else
+      finish_steps(self, deliver, fail);
+  };
+  const std::uint64_t needs = st.status.applies + (st.unreduced ? 1 : 0);
+  const auto began = stage_log::now_us();
+  if (st.unreduced) {
+    const auto u = *st.unreduced;
+    st.activity.begin(kReduceActivity, stage_log::steady_us());
+    all(
+        self, st.batchers, gradient_atom_v,
+        control_messages(st, {.h = {u.step, 0}, .what = wire::control_kind::gradient}), "gradient",
+        [self, u, pr, both_done, fail, began](std::vector<wire_message>& replies) mutable {
+          reduce_and_apply(
+              self, replies, u.contributors, u.step, began,
+              [self, pr, both_done]() mutable {
+                self->state.unreduced.reset();
+                pr->reduced = true;
+                both_done();
+              },
+              fail);
+        },
+        fail);
+  }
+  st.activity.begin(kStepActivity, stage_log::steady_us());
+  all(
+      self, st.batchers, step_atom_v,
+      control_messages(st, {.h = {step, 0},
+                            .what = wire::control_kind::step,
+                            .epoch = epoch,
+                            .value = static_cast<double>(index),
+                            .counts = {needs}}),
+      "step",
+      [self, pr, both_done, step, began](std::vector<wire_message>& replies) mutable {
+        const auto now = stage_log::now_us();
+        self->state.stages.add(stage::step_phase, step, began, now);
+        self->state.activity.end(kStepActivity, stage_log::steady_us());
+        pr->step_replies = std::move(replies);
+        pr->stepped = true;
+        both_done();
+      },
+      fail);
+}
+
+}  // namespace degnn::coordinator_detail
