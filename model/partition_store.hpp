@@ -49,6 +49,11 @@ struct graph_partition {
 graph_partition extract_partition(const dataset& d, const partition_book& book, int part);
 
 /// Contents of DIR/partitions.meta.
+/// The partition files' format (2: per halo node its full in-degree, for GCN's normalisation of
+/// remote leaves), and the name of the meta file in a partition set's folder.
+inline constexpr std::int32_t kPartitionFormatVersion = 2;
+inline constexpr const char* kPartitionMetaName = "partitions.meta";
+
 struct partition_meta {
   std::int32_t format_version = 0;
   std::string dataset_name;
@@ -76,6 +81,8 @@ void write_partitions(const dataset& d, const std::vector<std::int32_t>& owner,
 /// bad magic or version, checksum mismatch, sizes that disagree with partitions.meta, ids out of
 /// range).
 partition_meta load_partition_meta(const std::filesystem::path& dir);
+/// The text of a partitions.meta file (model/partition_meta.cpp).
+std::string partition_meta_text(const partition_meta& m);
 partition_book load_partition_book(const std::filesystem::path& dir);
 graph_partition load_partition(const std::filesystem::path& dir, int part);
 
