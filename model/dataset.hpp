@@ -27,9 +27,12 @@ struct dataset {
 
 struct load_options {
   bool use_cache = true;  ///< read/write the binary cache (see cache_path)
-  /// Where the cache lives; empty = DIR/.degnn-cache when DIR is writable, else no cache.
+  /// The cache file; empty = NAME-HASH.degnn-cache in cache_dir (HASH: of DIR's absolute path).
   std::filesystem::path cache_path;
   bool verbose = false;  ///< progress lines on stderr
+  /// Where caches go; empty = $XDG_CACHE_HOME/degnn, else ~/.cache/degnn (never the dataset's
+  /// own folder, which may be shared or read-only); no cache when neither can be named.
+  std::filesystem::path cache_dir;
 };
 
 /// Loads DIR in OGB raw layout. Throws data_error naming the file and line of any malformed input.

@@ -45,18 +45,25 @@ void read_array(std::ifstream& in, checksum64& sum, T* data, size_t count, const
   sum.add(data, count * sizeof(T));
 }
 
-fs::path default_cache_path(const fs::path& dir) {
-  if (::access(dir.c_str(), W_OK) == 0) return dir / ".degnn-cache";
-  // Read-only dataset folders (e.g. a shared copy) get a per-user cache named after the path.
-  const char* home = std::getenv("HOME");
-  if (!home) return {};
+fs::path default_cache_path(const fs::path& dir, fs::path folder) {
+  if (folder.empty()) {
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    if (xdg && *xdg)
+      folder = fs::path(xdg) / "degnn";
+    else if (home && *home)
+      folder = fs::path(home) / ".cache" / "degnn";
+    else
+      return {};
+  }
+  // One cache per dataset folder, named after its path.
   const std::string abs = fs::absolute(dir).lexically_normal().string();
   std::uint64_t h = 1469598103934665603ull;
   for (unsigned char c : abs)
     h = (h ^ c) * 1099511628211ull;
   char name[64];
-  std::snprintf(name, sizeof name, "%016llx.degnn-cache", static_cast<unsigned long long>(h));
-  return fs::path(home) / ".cache" / "degnn" / name;
+  std::snprintf(name, sizeof name, "-%016llx.degnn-cache", static_cast<unsigned long long>(h));
+  return folder / (fs::absolute(dir).lexically_normal().filename().string() + name);
 }
 
 }  // namespace
@@ -171,7 +178,7 @@ bool read_dataset_cache(const fs::path& file, std::uint64_t stamp, dataset& resu
 dataset load_dataset(const fs::path& dir, const load_options& options) {
   if (!fs::is_directory(dir)) throw data_error::at(dir.string(), 0, "dataset directory not found");
   const fs::path cache = !options.use_cache           ? fs::path{}
-                         : options.cache_path.empty() ? default_cache_path(dir)
+                         : options.cache_path.empty() ? default_cache_path(dir, options.cache_dir)
                                                       : options.cache_path;
   const std::uint64_t stamp = dataset_source_stamp(dir);
   if (!cache.empty()) {
@@ -186,6 +193,9 @@ dataset load_dataset(const fs::path& dir, const load_options& options) {
   if (!cache.empty()) {
     try {
       write_dataset_cache(d, cache, stamp);
+      // Announced: a cache can be large (a dense copy of every feature).
+      std::fprintf(stderr, "dataset cache for %s written to %s (%.1f MB; --cache-dir moves it)\n",
+                   dir.c_str(), cache.c_str(), static_cast<double>(fs::file_size(cache)) / 1e6);
     } catch (const std::exception& e) {  // a cache we cannot write only costs time next load
       if (options.verbose) std::fprintf(stderr, "  note: no dataset cache written: %s\n", e.what());
     }

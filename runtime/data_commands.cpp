@@ -77,7 +77,9 @@ int run_partition(int argc, char** argv) {
        {"parts", "4", "number of partitions"},
        {"method", "metis", "metis (min edge cut, node and train-node balance) or random"},
        {"seed", "1", "random seed (METIS seed or the random deal)"},
-       {"out", "", "output directory (one part-K/ folder per partition + metadata)"}});
+       {"out", "", "output directory (one part-K/ folder per partition + metadata)"},
+       {"cache-dir", "",
+        "folder of the parsed-dataset cache (default $XDG_CACHE_HOME/degnn or ~/.cache/degnn)"}});
   if (!opts.parse(argc, argv, 0)) return 0;
   if (!opts.given("data")) throw config_error("partition: --data DIR is required");
   if (!opts.given("out")) throw config_error("partition: --out DIR is required");
@@ -85,8 +87,9 @@ int run_partition(int argc, char** argv) {
   const std::string method_name = opts.choice("method", {"metis", "random"});
   const auto seed = static_cast<std::uint64_t>(opts.integer("seed", 0));
   stopwatch clock;
-  const dataset d =
-      load_dataset(opts.str("data"), {.use_cache = true, .cache_path = {}, .verbose = true});
+  const dataset d = load_dataset(
+      opts.str("data"),
+      {.use_cache = true, .cache_path = {}, .verbose = true, .cache_dir = opts.str("cache-dir")});
   const double load_s = clock.seconds();
   clock.reset();
   const auto owner =
@@ -104,16 +107,21 @@ int run_partition(int argc, char** argv) {
 }
 
 int run_info(int argc, char** argv) {
-  option_set opts("info", "degnn info --data DIR   (a dataset directory or a partition set)",
-                  {{"data", "", "dataset directory (OGB raw layout) or partition output directory"},
-                   {"no-cache", "false", "do not read or write the binary dataset cache", true}});
+  option_set opts(
+      "info", "degnn info --data DIR   (a dataset directory or a partition set)",
+      {{"data", "", "dataset directory (OGB raw layout) or partition output directory"},
+       {"no-cache", "false", "do not read or write the binary dataset cache", true},
+       {"cache-dir", "",
+        "folder of the parsed-dataset cache (default $XDG_CACHE_HOME/degnn or ~/.cache/degnn)"}});
   if (!opts.parse(argc, argv, 0)) return 0;
   if (!opts.given("data")) throw config_error("info: --data DIR is required");
   const fs::path dir = opts.str("data");
   if (fs::exists(dir / "partitions.meta")) return describe_partition_set(dir.c_str());
   stopwatch clock;
-  const dataset d =
-      load_dataset(dir, {.use_cache = !opts.flag("no-cache"), .cache_path = {}, .verbose = false});
+  const dataset d = load_dataset(dir, {.use_cache = !opts.flag("no-cache"),
+                                       .cache_path = {},
+                                       .verbose = false,
+                                       .cache_dir = opts.str("cache-dir")});
   describe_dataset(d, clock.seconds());
   return 0;
 }

@@ -113,7 +113,7 @@ int run_node(int argc, char** argv) {
         "node: --data is not used by a node, which reads only its partition from "
         "--partitions (made by degnn partition); remove it");
   }
-  for (const char* key : {"parts", "compare-with"}) {
+  for (const char* key : {"parts", "compare-with", "cache-dir"}) {
     if (opts.given(key)) {
       throw config_error(std::string("node: --") + key +
                          " is not used by a node (the partition set and --peers define the "

@@ -39,7 +39,8 @@ int run_train(int argc, char** argv) {
     workers = meta.num_parts;
   }
   resolve_batch_size(s, workers);
-  dataset d = load_dataset(s.data, {.use_cache = true, .cache_path = {}, .verbose = false});
+  dataset d = load_dataset(
+      s.data, {.use_cache = true, .cache_path = {}, .verbose = false, .cache_dir = s.cache_dir});
   apply_feature_transform(s.normalize_features, d.features);
   std::printf(
       "%s: %d nodes, %lld in-edges, %d features, %d classes; %s pipeline, %d part%s, %s %d layers, "

@@ -11,6 +11,8 @@ std::vector<option_spec> train_option_specs() {
   return {
       {"data", "data/pubmed", "dataset directory (OGB raw layout)"},
       {"partitions", "", "partition set made by `degnn partition` (default: partition in memory)"},
+      {"cache-dir", "",
+       "folder of the parsed-dataset cache (default $XDG_CACHE_HOME/degnn or ~/.cache/degnn)"},
       {"pipeline", "",
        "single (one process, no actors), centralized (DistDGL-style) or decentralized; "
        "default single for --parts 1, centralized otherwise"},
@@ -75,6 +77,7 @@ train_settings read_train_settings(const option_set& opts) {
   train_settings s;
   s.data = opts.str("data");
   s.partitions = opts.str("partitions");
+  s.cache_dir = opts.str("cache-dir");
   s.parts = static_cast<int>(opts.integer("parts", 1, 4096));
   s.partition_method = opts.choice("partition-method", {"metis", "random"});
   if (opts.str("pipeline").empty()) {

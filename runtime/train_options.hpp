@@ -14,6 +14,7 @@ namespace degnn {
 struct train_settings {
   std::string data;
   std::string partitions;  ///< pre-made partition set; empty = partition in memory
+  std::string cache_dir;   ///< folder of the parsed-dataset cache; empty = the per-user default
   std::string pipeline;    ///< single | centralized | decentralized
   int parts = 1;
   std::string partition_method = "metis";

@@ -241,6 +241,24 @@ TEST(DatasetCache, RoundTripsAndIsUsedOnTheSecondLoad) {
   EXPECT_EQ(a.name, b.name);
 }
 
+TEST(DatasetCache, GoesToTheCacheFolderNeverIntoTheDatasetFolder) {
+  temp_dir t;
+  fs::create_directories(t.path / "tiny" / "split");
+  write_tiny(t.path / "tiny");
+  const fs::path caches = t.path / "caches";
+  const dataset a = load_dataset(t.path / "tiny", {.use_cache = true, .cache_dir = caches});
+  // The dataset folder holds what it held; the cache is one file in the cache folder, named
+  // after the dataset, and the second load reads it.
+  for (const auto& e : fs::directory_iterator(t.path / "tiny"))
+    EXPECT_EQ(e.path().string().find("degnn-cache"), std::string::npos) << e.path();
+  std::vector<fs::path> files(fs::directory_iterator(caches), fs::directory_iterator{});
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].filename().string().rfind("tiny-", 0), 0u) << files[0];
+  dataset b;
+  ASSERT_TRUE(read_dataset_cache(files[0], dataset_source_stamp(t.path / "tiny"), b));
+  EXPECT_EQ(a.graph.indices, b.graph.indices);
+}
+
 TEST(DatasetCache, IsIgnoredWhenTheSourceChanges) {
   temp_dir t;
   write_tiny(t.path);
