@@ -107,8 +107,10 @@ void step_done(self_ptr self, const step_result& r) {
   st.status.last_loss = r.seeds ? r.loss_sum / static_cast<double>(r.seeds) : 0.0;
 }
 
-void centralized_step(self_ptr self, caf::typed_response_promise<step_result> rp, fail_fn fail,
-                      std::uint32_t epoch, std::uint64_t index, std::uint64_t step) {
+// Every worker's step request, timed as a step phase; then(replies) once all answered.
+void send_step(self_ptr self, std::uint32_t epoch, std::uint64_t index, std::uint64_t step,
+               std::vector<std::uint64_t> counts,
+               std::function<void(std::vector<wire_message>&)> then, fail_fn fail) {
   auto& st = self->state;
   const std::int64_t began = stage_log::now_us();
   st.activity.begin(kStepActivity, stage_log::steady_us());
@@ -117,13 +119,25 @@ void centralized_step(self_ptr self, caf::typed_response_promise<step_result> rp
       control_messages(st, {.h = {step, 0},
                             .what = wire::control_kind::step,
                             .epoch = epoch,
-                            .value = static_cast<double>(index)}),
+                            .value = static_cast<double>(index),
+                            .counts = std::move(counts)}),
       "step",
-      [self, rp, fail, step, began](std::vector<wire_message>& replies) mutable {
+      [self, step, began, then = std::move(then)](std::vector<wire_message>& replies) {
+        auto& st = self->state;
+        st.stages.add(stage::step_phase, step, began, stage_log::now_us());
+        st.activity.end(kStepActivity, stage_log::steady_us());
+        then(replies);
+      },
+      std::move(fail));
+}
+
+void centralized_step(self_ptr self, caf::typed_response_promise<step_result> rp, fail_fn fail,
+                      std::uint32_t epoch, std::uint64_t index, std::uint64_t step) {
+  send_step(
+      self, epoch, index, step, {},
+      [self, rp, fail, step](std::vector<wire_message>& replies) mutable {
         auto& st = self->state;
         const auto stepped = stage_log::now_us();
-        st.stages.add(stage::step_phase, step, began, stepped);
-        st.activity.end(kStepActivity, stage_log::steady_us());
         st.activity.begin(kReduceActivity, stage_log::steady_us());
         step_result r;
         std::vector<float> sum;
@@ -210,19 +224,9 @@ void decentralized_step(self_ptr self, caf::typed_response_promise<step_result> 
         },
         fail);
   }
-  st.activity.begin(kStepActivity, stage_log::steady_us());
-  all(
-      self, st.batchers, step_atom_v,
-      control_messages(st, {.h = {step, 0},
-                            .what = wire::control_kind::step,
-                            .epoch = epoch,
-                            .value = static_cast<double>(index),
-                            .counts = {needs}}),
-      "step",
-      [self, pr, both_done, step, began](std::vector<wire_message>& replies) mutable {
-        const auto now = stage_log::now_us();
-        self->state.stages.add(stage::step_phase, step, began, now);
-        self->state.activity.end(kStepActivity, stage_log::steady_us());
+  send_step(
+      self, epoch, index, step, {needs},
+      [pr, both_done](std::vector<wire_message>& replies) mutable {
         pr->step_replies = std::move(replies);
         pr->stepped = true;
         both_done();

@@ -11,6 +11,23 @@
 
 namespace degnn {
 
+prepared_batch prepare_batch(neighbor_sampler& sampler, const dataset& d,
+                             std::span<const node_id> seeds, std::span<const int> fanouts,
+                             std::uint64_t seed, std::uint64_t step) {
+  const auto began = std::chrono::steady_clock::now();
+  prepared_batch p;
+  p.batch = sampler.sample(seeds, fanouts, seed, step);
+  const auto& inputs = p.batch.inputs();
+  p.x.resize(static_cast<Eigen::Index>(inputs.size()), d.features.cols());
+  for (size_t r = 0; r < inputs.size(); ++r)
+    p.x.row(static_cast<Eigen::Index>(r)) = d.features.row(inputs[r]);
+  p.labels.resize(seeds.size());
+  for (size_t r = 0; r < seeds.size(); ++r)
+    p.labels[r] = d.labels[static_cast<size_t>(seeds[r])];
+  p.prepare_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  return p;
+}
+
 batch_prefetcher::batch_prefetcher(const dataset& d, std::vector<int> fanouts, std::uint64_t seed,
                                    std::vector<job> jobs, std::size_t depth)
     : d_(d),
@@ -40,17 +57,7 @@ void batch_prefetcher::run() {
         changed_.wait(lock, [&] { return stop_ || ready_.size() < depth_; });
         if (stop_) return;
       }
-      const auto began = std::chrono::steady_clock::now();
-      prepared_batch p;
-      p.batch = sampler.sample(j.seeds, fanouts_, seed_, j.step);
-      const auto& inputs = p.batch.inputs();
-      p.x.resize(static_cast<Eigen::Index>(inputs.size()), d_.features.cols());
-      for (size_t r = 0; r < inputs.size(); ++r)
-        p.x.row(static_cast<Eigen::Index>(r)) = d_.features.row(inputs[r]);
-      p.labels.resize(j.seeds.size());
-      for (size_t r = 0; r < j.seeds.size(); ++r)
-        p.labels[r] = d_.labels[static_cast<size_t>(j.seeds[r])];
-      p.prepare_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      prepared_batch p = prepare_batch(sampler, d_, j.seeds, fanouts_, seed_, j.step);
       {
         std::lock_guard lock(mutex_);
         ready_.push_back(std::move(p));

@@ -8,6 +8,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -23,6 +24,14 @@ struct prepared_batch {
   std::vector<std::int32_t> labels;  ///< one per seed
   double prepare_s = 0;              ///< time the background thread spent on it
 };
+
+class neighbor_sampler;
+
+/// One batch prepared in the calling thread: sampled with (seed, step), its input features
+/// gathered and its labels looked up. What the prefetcher does in the background.
+prepared_batch prepare_batch(neighbor_sampler& sampler, const dataset& d,
+                             std::span<const node_id> seeds, std::span<const int> fanouts,
+                             std::uint64_t seed, std::uint64_t step);
 
 class batch_prefetcher {
  public:

@@ -195,13 +195,7 @@ int bench_train(int argc, char** argv) {
       stopwatch epoch_clock;
       for (size_t i = 0; i < batches.size(); ++i) {
         stopwatch clock;
-        prepared_batch p;
-        p.batch = sampler.sample(batches[i], fanouts, 1, first_step + i);
-        p.x.resize(static_cast<Eigen::Index>(p.batch.inputs().size()), d.features.cols());
-        for (size_t r = 0; r < p.batch.inputs().size(); ++r)
-          p.x.row(static_cast<Eigen::Index>(r)) = d.features.row(p.batch.inputs()[r]);
-        for (node_id seed : batches[i])
-          p.labels.push_back(d.labels[static_cast<size_t>(seed)]);
+        const prepared_batch p = prepare_batch(sampler, d, batches[i], fanouts, 1, first_step + i);
         ts += clock.seconds();
         clock.reset();
         train(*serial.replica, p, first_step + i, false);
