@@ -1,4 +1,5 @@
-// The node actor's behaviour.
+// The node actor's behaviour. Phases: joining (the seed takes joins; greetings are not_ready)
+// -> serving (after serve: greetings, workers, view) -> viewed (after view: ready, bye).
 #include "runtime/node_actor.hpp"
 
 #include <map>
@@ -7,56 +8,174 @@
 
 #include "actors/gather.hpp"
 #include "runtime/cluster_identity.hpp"
+#include "serialization/wire_membership.hpp"
 
 namespace degnn {
 
 namespace {
 
+struct pending_join {
+  caf::typed_response_promise<std::vector<char>> reply;
+  caf::actor_addr asker;
+};
+
 struct node_state {
   static constexpr const char* name = "degnn.node";
-  int id = 0;
-  worker_actors local;
   wire::context ctx;
-  int nodes = 0;  ///< the cluster's size
   std::vector<std::string> identity;
-  std::int64_t num_train = 0;
+  std::function<void(const std::string&)> log;
+  // -- the seed --
+  std::optional<seed_role> seed;
+  std::map<std::uint64_t, pending_join> joins;  ///< key: the rendezvous's
+  std::uint64_t next_key = 0;
+  bool last_call_armed = false;
+  std::vector<char> view_bytes;  ///< the encoded view, once formed
+  std::vector<caf::typed_response_promise<std::vector<char>>> formed_waiters;
+  // -- serving --
+  std::optional<node_role> role;
   std::vector<caf::node_id> node0;              ///< node 0's CAF node, from the view
   std::set<std::int32_t> greeted;               ///< peers whose connection to this node is set up
   std::map<std::int32_t, std::string> refused;  ///< peers whose settings differ, and how
   bool has_view = false;                        ///< the local workers know every peer
+
+  std::string me() const {
+    return role ? "node " + std::to_string(role->rank) : std::string(seed ? "the seed" : "node");
+  }
 };
 
-node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state> self, int id,
-                                        worker_actors local, wire::context ctx,
-                                        std::vector<std::string> identity, std::int64_t num_train,
-                                        int nodes) {
-  self->state.id = id;
-  self->state.nodes = nodes;
-  self->state.identity = std::move(identity);
-  self->state.num_train = num_train;
-  self->state.local = std::move(local);
+using node_pointer = node_actor::stateful_pointer<node_state>;
+
+bool from_this_process(node_pointer self) {
+  return outsider(self->current_sender(), self->node(), {}).empty();
+}
+
+// The seed forms the cluster: every waiting joiner gets the same view.
+void form(node_pointer self) {
+  auto& st = self->state;
+  std::vector<std::uint64_t> key_of_rank;
+  const wire::membership_view view = st.seed->joins.close(1, key_of_rank);
+  st.view_bytes = wire::encode(st.ctx, view);
+  std::string names;
+  for (const auto& m : view.members)
+    names += (m.rank ? ", " : "") + std::to_string(m.rank) + "=" + m.name;
+  if (st.log)
+    st.log("formed view 1 with " + std::to_string(view.members.size()) + " nodes (" + names + ")");
+  for (auto& [key, pj] : st.joins)
+    pj.reply.deliver(st.view_bytes);
+  st.joins.clear();
+  for (auto& w : st.formed_waiters)
+    w.deliver(st.view_bytes);
+  st.formed_waiters.clear();
+}
+
+caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<char>& b) {
+  auto& st = self->state;
+  auto refuse = [&](const std::string& why) -> caf::result<std::vector<char>> {
+    if (st.log) st.log("refused a join from " + sender_name(self->current_sender()) + ": " + why);
+    return actor_error(actor_errc::rejected, why);
+  };
+  if (!st.seed) return refuse("this node is not the seed");
+  wire::join_request j;
+  try {
+    j = wire::decode_join_request(st.ctx, b);
+  } catch (const wire::wire_error& e) {
+    return refuse(e.what());
+  }
+  const std::string diff =
+      cluster_identity{st.identity}.difference(j.identity, "the seed", "joiner '" + j.name + "'");
+  if (!diff.empty()) return refuse("settings that must agree differ: " + diff);
+  const auto sender = self->current_sender();
+  if (!sender) return refuse("an anonymous sender");
+  const std::uint64_t key = ++st.next_key;
+  if (auto why = st.seed->joins.add(key, {j.host, j.port, j.rank_hint, j.name}); !why.empty())
+    return refuse("joiner '" + j.name + "': " + why);
+  auto& rv = st.seed->joins;
+  if (st.log) {
+    const std::string where = j.host + ":" + std::to_string(j.port);
+    st.log(j.name + (j.name == where ? "" : " at " + where) + " joined (" +
+           std::to_string(rv.size()) + " nodes)");
+  }
+  auto rp = self->make_response_promise<std::vector<char>>();
+  st.joins[key] = {rp, caf::actor_cast<caf::actor_addr>(sender)};
+  self->monitor(sender);
+  if (rv.full()) {
+    form(self);
+  } else if (rv.enough() && !st.last_call_armed) {
+    st.last_call_armed = true;
+    self->delayed_send(self, st.seed->last_call, last_call_atom_v);
+  }
+  return rp;
+}
+
+node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
+                                        std::vector<std::string> identity,
+                                        std::optional<seed_role> seed,
+                                        std::function<void(const std::string&)> log) {
   self->state.ctx = ctx;
+  self->state.identity = std::move(identity);
+  self->state.seed = std::move(seed);
+  self->state.log = std::move(log);
+  // A joiner that goes away before the view is forgotten (after the view, the mesh finds out).
+  self->set_down_handler([self](caf::down_msg& d) {
+    auto& st = self->state;
+    if (!st.seed || st.seed->joins.closed()) return;
+    for (auto it = st.joins.begin(); it != st.joins.end(); ++it) {
+      if (it->second.asker != d.source) continue;
+      st.seed->joins.remove(it->first);
+      if (st.log)
+        st.log("a joiner went away before the cluster formed: " + caf::to_string(d.reason));
+      st.joins.erase(it);
+      return;
+    }
+  });
+  if (self->state.seed && self->state.seed->joins.full()) form(self);  // a cluster of one
   return {
+      [self](join_atom, const std::vector<char>& b) { return take_join(self, b); },
+      [self](formed_atom) -> caf::result<std::vector<char>> {
+        auto& st = self->state;
+        if (!from_this_process(self) || !st.seed)
+          return actor_error(actor_errc::rejected, "asked for the view outside the seed's process");
+        if (!st.view_bytes.empty()) return st.view_bytes;
+        auto rp = self->make_response_promise<std::vector<char>>();
+        st.formed_waiters.push_back(rp);
+        return rp;
+      },
+      [self](last_call_atom) {
+        auto& st = self->state;
+        if (!from_this_process(self) || !st.seed || st.seed->joins.closed()) return;
+        st.last_call_armed = false;
+        // A joiner may have gone away meanwhile: form only with enough nodes, else wait on.
+        if (st.seed->joins.enough()) form(self);
+      },
+      [self](serve_atom, node_role& role) -> caf::result<bool> {
+        auto& st = self->state;
+        if (!from_this_process(self) || st.role)
+          return actor_error(actor_errc::rejected, "the role comes once, from this process");
+        st.role = std::move(role);
+        return true;
+      },
       [self](greet_atom, const node_greeting& g) -> caf::result<std::int32_t> {
         auto& st = self->state;
+        if (!st.role)
+          return actor_error(actor_errc::not_ready, st.me() + " has not spawned its workers yet");
+        const int id = st.role->rank;
         // Each other rank greets once (a higher one when it connects, a lower one when it
         // connects back): anything else is not a peer of this cluster, and must not mark a
         // real rank refused or greeted.
-        if (g.rank < 0 || g.rank == st.id || g.rank >= st.nodes || st.greeted.count(g.rank) > 0 ||
-            st.refused.count(g.rank) > 0) {
-          return actor_error(actor_errc::rejected, "node " + std::to_string(st.id) +
-                                                       " takes no greeting from rank " +
+        if (g.rank < 0 || g.rank == id || g.rank >= st.role->nodes ||
+            st.greeted.count(g.rank) > 0 || st.refused.count(g.rank) > 0) {
+          return actor_error(actor_errc::rejected, st.me() + " takes no greeting from rank " +
                                                        std::to_string(g.rank) + " now");
         }
         const std::string diff = cluster_identity{st.identity}.difference(
-            g.identity, "node " + std::to_string(st.id), "node " + std::to_string(g.rank));
+            g.identity, st.me(), "node " + std::to_string(g.rank));
         if (!diff.empty()) {
           const std::string why = "settings that must agree differ: " + diff;
           st.refused.emplace(g.rank, why);
           return actor_error(actor_errc::rejected, why);
         }
         st.greeted.insert(g.rank);
-        return static_cast<std::int32_t>(st.id);
+        return static_cast<std::int32_t>(id);
       },
       [self](greeted_atom, std::int32_t peer) -> caf::result<bool> {
         auto& st = self->state;
@@ -64,48 +183,52 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
           return actor_error(actor_errc::rejected, it->second);
         return st.greeted.count(peer) > 0;
       },
-      [self](workers_atom) {
-        cluster_handles h{
-            {self->state.local.batch}, {self->state.local.shard}, {self->state.local.store}};
-        return h.view();
+      [self](workers_atom) -> caf::result<peer_view> {
+        auto& st = self->state;
+        if (!st.role)
+          return actor_error(actor_errc::not_ready, st.me() + " has not spawned its workers yet");
+        return st.role->workers;
       },
       [self](view_atom, const peer_view& all) -> caf::result<bool> {
         auto& st = self->state;
-        if (!outsider(self->current_sender(), self->node(), {}).empty())
+        if (!from_this_process(self))
           return actor_error(actor_errc::rejected, "the view comes from this node's runtime only");
-        if (st.has_view) return actor_error(actor_errc::rejected, "the view is given once");
+        if (st.has_view || !st.role)
+          return actor_error(actor_errc::rejected, "the view is given once, after the role");
         if (!all.batchers.empty() && all.batchers.front())
           st.node0 = {all.batchers.front()->node()};
-        self->send(st.local.shard, view_atom_v, all);
-        self->send(st.local.batch, view_atom_v, all);
-        self->send(st.local.store, view_atom_v, all);
+        for (size_t i = 0; i < st.role->partitions.size(); ++i) {
+          self->send(caf::actor_cast<shard_actor>(st.role->workers.shards[i]), view_atom_v, all);
+          self->send(caf::actor_cast<batch_actor>(st.role->workers.batchers[i]), view_atom_v, all);
+          self->send(caf::actor_cast<store_actor>(st.role->workers.stores[i]), view_atom_v, all);
+        }
         st.has_view = true;
         return true;
       },
-      [self](ready_atom, const peer_view& all) -> caf::result<std::int64_t> {
-        if (!self->state.has_view)
-          return actor_error(actor_errc::not_ready, "node " + std::to_string(self->state.id) +
-                                                        " is still connecting to its peers");
+      [self](ready_atom, const peer_view& all) -> caf::result<std::vector<std::int64_t>> {
+        auto& st = self->state;
+        if (!st.has_view)
+          return actor_error(actor_errc::not_ready, st.me() + " is still connecting to its peers");
         if (all.shards.size() != all.batchers.size() || all.stores.size() != all.batchers.size())
           return actor_error(actor_errc::rejected, "a view with lists of different lengths");
         // A traffic report of every other node's actors: answered by each, counted by none.
-        const wire::control ask{.h = {0, self->state.id}, .what = wire::control_kind::result};
-        const auto msg = pack(wire::kind::control, wire::encode(self->state.ctx, ask));
+        const wire::control ask{.h = {0, st.role->rank}, .what = wire::control_kind::result};
+        const auto msg = pack(wire::kind::control, wire::encode(st.ctx, ask));
         std::vector<wire_request<batch_actor, report_atom>> batchers;
         std::vector<wire_request<shard_actor, report_atom>> shards;
         std::vector<wire_request<store_actor, report_atom>> stores;
         for (size_t p = 0; p < all.batchers.size(); ++p) {
-          if (static_cast<int>(p) == self->state.id) continue;
+          if (!all.batchers[p] || all.batchers[p]->node() == self->node()) continue;
           batchers.push_back({caf::actor_cast<batch_actor>(all.batchers[p]), msg});
           shards.push_back({caf::actor_cast<shard_actor>(all.shards[p]), msg});
           stores.push_back({caf::actor_cast<store_actor>(all.stores[p]), msg});
         }
-        auto rp = self->make_response_promise<std::int64_t>();
+        auto rp = self->make_response_promise<std::vector<std::int64_t>>();
         const auto timeout = std::chrono::milliseconds(2000);
         auto fail = [self, rp](const caf::error& e) mutable {
-          rp.deliver(actor_error(actor_errc::peer_failed,
-                                 "node " + std::to_string(self->state.id) +
-                                     ": a peer's actor did not answer: " + caf::to_string(e)));
+          rp.deliver(actor_error(
+              actor_errc::peer_failed,
+              self->state.me() + ": a peer's actor did not answer: " + caf::to_string(e)));
         };
         gather(
             self, report_atom_v, std::move(batchers), timeout,
@@ -118,7 +241,7 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
                     gather(
                         self, report_atom_v, std::move(stores), timeout,
                         [self, rp](std::vector<wire_message>&) mutable {
-                          rp.deliver(self->state.num_train);
+                          rp.deliver(self->state.role->num_train);
                         },
                         fail);
                   },
@@ -132,7 +255,7 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
         auto& st = self->state;
         const auto sender = self->current_sender();
         const bool from_node0 = sender && !st.node0.empty() && sender->node() == st.node0.front();
-        if (!from_node0 && !outsider(sender, self->node(), {}).empty())
+        if (!from_node0 && !from_this_process(self))
           return actor_error(actor_errc::rejected, "bye is taken from node 0 only");
         self->quit();
         return true;
@@ -142,10 +265,10 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
 
 }  // namespace
 
-node_actor spawn_node_actor(caf::actor_system& sys, int id, const worker_actors& local,
-                            const wire::context& ctx, std::vector<std::string> identity,
-                            std::int64_t num_train, int nodes) {
-  return sys.spawn(node_behavior, id, local, ctx, std::move(identity), num_train, nodes);
+node_actor spawn_node_actor(caf::actor_system& sys, const wire::context& ctx,
+                            std::vector<std::string> identity, std::optional<seed_role> seed,
+                            std::function<void(const std::string&)> log) {
+  return sys.spawn(node_behavior, ctx, std::move(identity), std::move(seed), std::move(log));
 }
 
 void add_runtime_types(caf::actor_system_config& cfg) {

@@ -1,13 +1,18 @@
-// The node actor: one per `degnn node` process and the only actor it publishes. A peer node greets
-// it when it connects and asks it for this node's worker actors (their handles travel in the
-// reply); node 0 asks it to reach every other node's actors once before training (so every route
-// has carried a message) and, at the end, to stop the node.
+// The node actor: one per `degnn node` process and the only actor it publishes. On the seed it
+// takes join requests and answers each with the membership view once the cluster has formed.
+// Once this node knows its rank and has spawned its workers (serve), a peer node greets it and
+// asks it for this node's worker actors (their handles travel in the reply); node 0 asks it to
+// reach every other node's actors once before training and, at the end, to stop the node.
 #pragma once
 
 #include <caf/all.hpp>
 
+#include <chrono>
+#include <optional>
+
 #include "actors/coordinator.hpp"
 #include "actors/messages.hpp"
+#include "runtime/rendezvous.hpp"
 #include "runtime/worker_actors.hpp"
 
 namespace degnn {
@@ -24,40 +29,76 @@ typename Inspector::result_type inspect(Inspector& f, node_greeting& x) {
   return f(caf::meta::type_name("degnn.node_greeting"), x.rank, x.identity);
 }
 
+/// What this node serves, once it knows its rank (from this process only): its workers, one
+/// entry per partition it serves (in `partitions` order), and their training-set sizes.
+struct node_role {
+  std::int32_t rank = 0;
+  std::int32_t nodes = 0;
+  std::vector<std::int32_t> partitions;
+  peer_view workers;
+  std::vector<std::int64_t> num_train;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_role& x) {
+  return f(caf::meta::type_name("degnn.node_role"), x.rank, x.nodes, x.partitions, x.workers,
+           x.num_train);
+}
+
 }  // namespace degnn
 
 CAF_BEGIN_TYPE_ID_BLOCK(degnn_runtime, caf::id_block::degnn_coordinator::end)
 CAF_ADD_TYPE_ID(degnn_runtime, (degnn::node_greeting))
+CAF_ADD_TYPE_ID(degnn_runtime, (degnn::node_role))
+CAF_ADD_TYPE_ID(degnn_runtime, (std::vector<std::int64_t>))
 CAF_ADD_ATOM(degnn_runtime, degnn, greet_atom, "greet")
 CAF_ADD_ATOM(degnn_runtime, degnn, greeted_atom, "greeted")
 CAF_ADD_ATOM(degnn_runtime, degnn, workers_atom, "workers")
 CAF_ADD_ATOM(degnn_runtime, degnn, ready_atom, "ready")
 CAF_ADD_ATOM(degnn_runtime, degnn, bye_atom, "bye")
+CAF_ADD_ATOM(degnn_runtime, degnn, join_atom, "join")
+CAF_ADD_ATOM(degnn_runtime, degnn, formed_atom, "formed")
+CAF_ADD_ATOM(degnn_runtime, degnn, last_call_atom, "lastcall")
+CAF_ADD_ATOM(degnn_runtime, degnn, serve_atom, "serve")
 CAF_END_TYPE_ID_BLOCK(degnn_runtime)
 
 namespace degnn {
 
-/// greet (a peer that connected -> this node's id; refused with the first differing setting when
-/// the peer's identity differs), greeted (node id -> whether it greeted; asked locally; the
-/// refusal's error once a greeting of that node was refused), workers (-> this node's batch actor,
-/// shard and store, one entry each), view (every node's workers, from the local runtime once
-/// connected -> handed to the local workers), ready (every node's workers -> the number of training
-/// nodes of this node's partition, once this node has its view and each remote actor answered a
-/// report; not_ready before the view), bye (-> true, then the node actor quits and its node stops).
-using node_actor = caf::typed_actor<caf::replies_to<greet_atom, node_greeting>::with<std::int32_t>,
-                                    caf::replies_to<greeted_atom, std::int32_t>::with<bool>,
-                                    caf::replies_to<workers_atom>::with<peer_view>,
-                                    caf::replies_to<view_atom, peer_view>::with<bool>,
-                                    caf::replies_to<ready_atom, peer_view>::with<std::int64_t>,
-                                    caf::replies_to<bye_atom>::with<bool>>;
+/// join (a wire::join_request -> the encoded wire::membership_view once the cluster formed;
+/// refused with the reason on anything but the seed, on differing settings, a taken address or
+/// name, a full or formed cluster), formed (-> the view once formed; this process only),
+/// lastcall (the seed's own timer), serve (this node's role, this process only, once),
+/// greet (a peer that connected -> this node's rank; not_ready before serve; refused with the
+/// first differing setting when the peer's identity differs), greeted (rank -> whether it greeted;
+/// the refusal once a greeting of that rank was refused), workers (-> this node's batch actors,
+/// shards and stores, one entry per partition it serves), view (every partition's workers, from
+/// this process once connected -> handed to the local workers), ready (every partition's workers
+/// -> the training-set size of each partition this node serves, once this node has its view and
+/// each remote actor answered a report; not_ready before), bye (-> true, then the node actor quits
+/// and its node stops).
+using node_actor =
+    caf::typed_actor<caf::replies_to<join_atom, std::vector<char>>::with<std::vector<char>>,
+                     caf::replies_to<formed_atom>::with<std::vector<char>>,
+                     caf::reacts_to<last_call_atom>,
+                     caf::replies_to<serve_atom, node_role>::with<bool>,
+                     caf::replies_to<greet_atom, node_greeting>::with<std::int32_t>,
+                     caf::replies_to<greeted_atom, std::int32_t>::with<bool>,
+                     caf::replies_to<workers_atom>::with<peer_view>,
+                     caf::replies_to<view_atom, peer_view>::with<bool>,
+                     caf::replies_to<ready_atom, peer_view>::with<std::vector<std::int64_t>>,
+                     caf::replies_to<bye_atom>::with<bool>>;
 
-/// Spawns node `id`'s node actor for its local worker actors; `identity` is this node's cluster
-/// identity lines, which every greeting must match; num_train: its partition's training nodes;
-/// nodes: the cluster's size. A view only from this process, bye only from node 0 or this
-/// process, one greeting per other rank.
-node_actor spawn_node_actor(caf::actor_system& sys, int id, const worker_actors& local,
-                            const wire::context& ctx, std::vector<std::string> identity,
-                            std::int64_t num_train, int nodes);
+/// The seed's part: its rendezvous, and how long it waits for more nodes once MIN joined.
+struct seed_role {
+  rendezvous joins;
+  std::chrono::milliseconds last_call{0};
+};
+
+/// Spawns a node actor. `identity`: this node's cluster identity lines, which every greeting and
+/// join must match; `seed`: set on the seed only; `log`: where joins and refusals are reported.
+node_actor spawn_node_actor(caf::actor_system& sys, const wire::context& ctx,
+                            std::vector<std::string> identity, std::optional<seed_role> seed,
+                            std::function<void(const std::string&)> log);
 
 /// Registers the runtime's message types (after add_actor_types).
 void add_runtime_types(caf::actor_system_config& cfg);

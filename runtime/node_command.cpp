@@ -1,16 +1,19 @@
-// degnn node: one node process of a static cluster. Node K loads partition K, spawns its worker
-// actors (batch actor, shard, embedding store) and publishes its node actor on port P (the K-th
-// entry of --peers), connects to every other node and takes the handles of their actors, and then
-// node 0 coordinates training while the others serve until told to stop.
-//   degnn node --config-file=cluster.conf --id 0     (and --id 1 ... in other processes)
-#include <arpa/inet.h>
-#include <netinet/in.h>
+// degnn node: one node process of a cluster. The cluster forms through a seed (`--is-seed` on one
+// node, `--join HOST:PORT` or `--join auto` on the others: the seed assigns ranks and partitions
+// and sends the view) or from a static --peers list. Node K loads its partitions, spawns their
+// worker actors (batch actor, shard, embedding store), connects to every other node and takes the
+// handles of their actors; then node 0 coordinates training while the others serve until told
+// to stop.
+//   degnn node --is-seed --listen 127.0.0.1:24800 --nodes 4 --partitions DIR [settings]
+//   degnn node --join 127.0.0.1:24800 --partitions DIR [settings]      (three times)
+//   degnn node --config-file=cluster.conf --id K                          (static peers)
+#include <unistd.h>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <thread>
@@ -22,8 +25,11 @@
 #include "runtime/cluster_trainer.hpp"
 #include "runtime/commands.hpp"
 #include "runtime/compute_threads.hpp"
+#include "runtime/endpoint.hpp"
 #include "runtime/node_actor.hpp"
+#include "runtime/node_membership.hpp"
 #include "runtime/process_stats.hpp"
+#include "runtime/seed_discovery.hpp"
 #include "runtime/train_options.hpp"
 #include "runtime/worker_actors.hpp"
 
@@ -31,68 +37,27 @@ namespace degnn {
 
 namespace {
 
-struct endpoint {
-  std::string host;
-  std::uint16_t port = 0;
-};
-
-std::vector<endpoint> parse_peers(const std::string& text) {
-  std::vector<endpoint> out;
-  std::string s = text;
-  if (!s.empty() && s.front() == '[' && s.back() == ']') s = s.substr(1, s.size() - 2);
-  size_t pos = 0;
-  while (pos < s.size()) {
-    auto comma = s.find(',', pos);
-    std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    item.erase(0, item.find_first_not_of(" \t\""));
-    item.erase(item.find_last_not_of(" \t\"") + 1);
-    const auto colon = item.rfind(':');
-    if (colon == std::string::npos) throw config_error("--peers: '" + item + "' is not HOST:PORT");
-    // The whole text after the colon must be the number: "24811abc" is refused, not 24811.
-    const std::string digits = item.substr(colon + 1);
-    int port = -1;
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
-    if (ec != std::errc() || end != digits.data() + digits.size()) port = -1;
-    if (port < 1 || port > 65535)
-      throw config_error("--peers: bad port in '" + item + "' (1..65535)");
-    out.push_back({item.substr(0, colon), static_cast<std::uint16_t>(port)});
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  if (out.empty()) throw config_error("--peers: no HOST:PORT given");
-  return out;
-}
-
-bool is_loopback(const std::string& host) {
-  if (host == "localhost") return true;
-  in_addr v4{};
-  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6{};
-  return ::inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
-}
-
-// Retries a connection until it succeeds or the deadline passes: peers start in any order.
-template <class Handle>
-Handle connect(caf::actor_system& sys, const endpoint& e,
-               std::chrono::steady_clock::time_point deadline, const char* what) {
-  while (true) {
-    auto h = sys.middleman().remote_actor<Handle>(e.host, e.port);
-    if (h) return *h;
-    if (std::chrono::steady_clock::now() > deadline) {
-      throw std::runtime_error(std::string("cannot reach the ") + what + " at " + e.host + ":" +
-                               std::to_string(e.port) + ": " + sys.render(h.error()));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-}
-
-}  // namespace
-
-int run_node(int argc, char** argv) {
+std::vector<option_spec> node_option_specs() {
   auto specs = train_option_specs();
-  specs.push_back({"id", "", "this node's index into --peers (node 0 coordinates)"});
+  specs.push_back({"is-seed", "false", "this node is the seed (rank 0): the others join it", true});
+  specs.push_back({"join", "",
+                   "HOST:PORT of the seed to join, or auto (DEGNN_SEED, Slurm or a Kubernetes "
+                   "StatefulSet)"});
+  specs.push_back({"listen", "127.0.0.1:0",
+                   "HOST:PORT this node listens on with --is-seed/--join (port 0: any free port)"});
   specs.push_back(
-      {"peers", "", "HOST:PORT of every node, in node order (its node actor listens there)"});
+      {"advertise", "", "host the other nodes reach this one at (default: --listen's)"});
+  specs.push_back(
+      {"nodes", "",
+       "the seed: N or MIN:MAX nodes (default: one per partition); the cluster forms at "
+       "MAX at once, or at MIN after --last-call"});
+  specs.push_back({"last-call", "5", "seconds the seed waits for more nodes once MIN joined"});
+  specs.push_back({"join-timeout", "120", "seconds to wait for the cluster to form"});
+  specs.push_back({"rank-hint", "-1", "the rank this node asks for (taken when free)"});
+  specs.push_back({"name", "", "this node's name in views and logs (default HOST:PORT)"});
+  specs.push_back(
+      {"id", "", "static cluster: this node's index into --peers (node 0 coordinates)"});
+  specs.push_back({"peers", "", "static cluster: HOST:PORT of every node, in node order"});
   specs.push_back({"connect-timeout", "60", "seconds to wait for all peers"});
   specs.push_back({"insecure", "false",
                    "publish on an address other than loopback without TLS (anyone who reaches "
@@ -102,12 +67,93 @@ int run_node(int argc, char** argv) {
   specs.push_back({"heartbeat-misses", "20",
                    "a connection silent for this many heartbeat intervals is dropped and its "
                    "node counted lost"});
+  return specs;
+}
+
+// How this node takes part: static peers, the seed, or a joiner.
+struct launch_mode {
+  enum { static_peers, seed, joiner } kind = static_peers;
+  std::vector<endpoint> peers;  ///< static
+  int id = 0;                   ///< static
+  endpoint listen;              ///< where this node publishes
+  endpoint seed_address;        ///< joiner
+  std::string advertise;
+  int rank_hint = -1;
+  std::pair<int, int> nodes{0, 0};  ///< seed: MIN, MAX
+  std::string found_by;             ///< --join auto: where the seed came from
+};
+
+launch_mode read_launch_mode(const option_set& opts, int partitions) {
+  launch_mode m;
+  const bool joining = opts.given("join") || opts.flag("is-seed");
+  if (opts.given("peers") || opts.given("id")) {
+    if (joining)
+      throw config_error(
+          "node: --peers/--id (a static cluster) and --is-seed/--join exclude each other");
+    if (!opts.given("id")) throw config_error("node: --id K is required with --peers");
+    m.peers = parse_peers(opts.str("peers"));
+    m.id = static_cast<int>(opts.integer("id", 0, static_cast<std::int64_t>(m.peers.size()) - 1));
+    if (static_cast<int>(m.peers.size()) != partitions) {
+      throw config_error("node: the partition set has " + std::to_string(partitions) +
+                         " partitions but --peers names " + std::to_string(m.peers.size()) +
+                         " nodes");
+    }
+    m.listen = m.peers[static_cast<size_t>(m.id)];
+    m.advertise = m.listen.host;
+    return m;
+  }
+  if (!joining) {
+    throw config_error(
+        "node: say how the cluster forms: --is-seed on one node and --join HOST:PORT on the "
+        "others, "
+        "--join auto, or a static --peers list with --id");
+  }
+  for (const char* key : {"id", "peers"})
+    if (opts.given(key))
+      throw config_error(std::string("node: --") + key + " is for static clusters");
+  m.listen = parse_endpoint(opts.str("listen"), "--listen", true);
+  m.rank_hint = static_cast<int>(opts.integer("rank-hint", -1, partitions - 1));
+  m.kind = opts.flag("is-seed") ? launch_mode::seed : launch_mode::joiner;
+  int expected = 0;
+  if (opts.str("join") == "auto") {
+    const auto [shortname, fqdn] = local_host_names();
+    const discovered_seed d = discover_seed(std::getenv, shortname, fqdn, m.listen.port);
+    m.found_by = d.source;
+    m.seed_address = d.seed;
+    if (d.is_seed) m.kind = launch_mode::seed;
+    if (!opts.given("rank-hint")) m.rank_hint = d.rank_hint;
+    expected = d.expected_nodes;
+  } else if (opts.given("join")) {
+    if (opts.flag("is-seed"))
+      throw config_error("node: --is-seed and --join HOST:PORT exclude each other");
+    m.seed_address = parse_endpoint(opts.str("join"), "--join");
+  }
+  if (m.kind == launch_mode::seed && m.listen.port == 0)
+    throw config_error("node: the seed needs a fixed port in --listen (the others join there)");
+  m.nodes = opts.given("nodes") ? parse_node_range(opts.str("nodes"))
+            : expected > 0      ? std::pair<int, int>{expected, expected}
+                                : std::pair<int, int>{partitions, partitions};
+  if (m.nodes.second > partitions) {
+    throw config_error("node: --nodes allows " + std::to_string(m.nodes.second) +
+                       " nodes but the partition set has " + std::to_string(partitions) +
+                       " partitions (a node serves one or more)");
+  }
+  m.advertise = opts.given("advertise") ? opts.str("advertise") : m.listen.host;
+  if (m.advertise == "0.0.0.0" || m.advertise == "::")
+    throw config_error("node: --listen " + m.listen.host +
+                       " needs --advertise HOST (the address the others reach)");
+  return m;
+}
+
+}  // namespace
+
+int run_node(int argc, char** argv) {
   option_set opts(
       "node",
-      "degnn node --config-file=F --id K  (F names peers, partitions and training settings)",
-      std::move(specs));
+      "degnn node (--is-seed | --join HOST:PORT | --join auto | --config-file=F --id K) "
+      "--partitions DIR [settings]",
+      node_option_specs());
   if (!opts.parse(argc, argv, 0)) return 0;
-  if (!opts.given("id")) throw config_error("node: --id K is required");
   if (opts.given("data")) {
     throw config_error(
         "node: --data is not used by a node, which reads only its partition from "
@@ -116,48 +162,45 @@ int run_node(int argc, char** argv) {
   for (const char* key : {"parts", "compare-with", "cache-dir"}) {
     if (opts.given(key)) {
       throw config_error(std::string("node: --") + key +
-                         " is not used by a node (the partition set and --peers define the "
-                         "cluster); remove it");
+                         " is not used by a node (the partition set and the cluster's members "
+                         "define it); remove it");
     }
   }
   if (!opts.given("partitions"))
     throw config_error("node: --partitions DIR is required (made by degnn partition)");
-  const auto peers = parse_peers(opts.str("peers"));
-  const int id =
-      static_cast<int>(opts.integer("id", 0, static_cast<std::int64_t>(peers.size()) - 1));
   train_settings s = read_train_settings(opts);
-  resolve_batch_size(s, static_cast<int>(peers.size()));
-  const std::string me_name = "node " + std::to_string(id);
-  // Without TLS, whoever reaches the port is a peer, and CAF 0.17 allocates whatever payload a
-  // connecting peer announces: stay on loopback unless the operator accepts that.
-  if (!is_loopback(peers[static_cast<size_t>(id)].host) && !opts.flag("insecure")) {
-    throw config_error("node: " + peers[static_cast<size_t>(id)].host +
-                       " is not a loopback address, and nodes do not authenticate each other "
-                       "yet; pass --insecure to publish there anyway (on a trusted network only)");
-  }
   // Everything that can be checked is checked before any actor starts: an error after that point
   // must first stop the actors (see `stopper` below).
   const partition_meta meta = load_partition_meta(s.partitions);
-  if (meta.num_parts != static_cast<int>(peers.size())) {
-    throw config_error("node: " + s.partitions + " has " + std::to_string(meta.num_parts) +
-                       " partitions but --peers names " + std::to_string(peers.size()) + " nodes");
+  const launch_mode mode = read_launch_mode(opts, meta.num_parts);
+  resolve_batch_size(s, meta.num_parts);
+  // Without TLS, whoever reaches the port is a peer, and CAF 0.17 allocates whatever payload a
+  // connecting peer announces: stay on loopback unless the operator accepts that.
+  if (!is_loopback(mode.listen.host) && !opts.flag("insecure")) {
+    throw config_error("node: " + mode.listen.host +
+                       " is not a loopback address, and nodes do not authenticate each other "
+                       "yet; pass --insecure to publish there anyway (on a trusted network only)");
   }
   auto book = std::make_shared<const partition_book>(load_partition_book(s.partitions));
-  auto part = [&] {
-    auto loaded = std::make_shared<graph_partition>(load_partition(s.partitions, id));
+  auto load_part = [&](int p) {
+    auto loaded = std::make_shared<graph_partition>(load_partition(s.partitions, p));
     apply_feature_transform(s.normalize_features, loaded->features);
     return std::shared_ptr<const graph_partition>(std::move(loaded));
-  }();
+  };
+  // A static node knows its partition now and reads it before anything starts.
+  std::vector<std::shared_ptr<const graph_partition>> parts;
+  if (mode.kind == launch_mode::static_peers) parts.push_back(load_part(mode.id));
   replica_config rc = s.model;
   rc.in_dim = meta.num_features;
   rc.num_classes = meta.num_classes;
   const cluster_identity identity = identity_of(s, meta);
   const wire::context ctx{.cluster_id = identity.hash()};
   worker_settings ws = make_worker_settings(s);
-  ws.on_reject = log_rejections(me_name + ": ");
+  const bool coordinates =
+      mode.kind == launch_mode::seed || (mode.kind == launch_mode::static_peers && mode.id == 0);
   // Node 0 opens its metrics file now: a bad path is refused before the cluster forms.
   std::optional<training_report> report;
-  if (id == 0) report.emplace(meta.dataset_name + "/node-cluster", s.metrics, s.progress);
+  if (coordinates) report.emplace(meta.dataset_name + "/node-cluster", s.metrics, s.progress);
 
   caf::actor_system_config cfg;
   if (s.threads > 0) use_compute_threads(cfg, s.threads);
@@ -171,65 +214,169 @@ int run_node(int argc, char** argv) {
   cfg.set("middleman.connection-timeout",
           caf::timespan{heartbeat * opts.integer("heartbeat-misses", 2, 1000)});
   caf::actor_system sys{cfg};
-  const worker_actors local = spawn_worker(sys, part, book, rc, ws, ctx);
-  const node_actor node = spawn_node_actor(sys, id, local, ctx, identity.lines,
-                                           static_cast<std::int64_t>(part->train.size()),
-                                           static_cast<int>(peers.size()));
+  std::string me_name = mode.kind == launch_mode::static_peers ? "node " + std::to_string(mode.id)
+                        : mode.kind == launch_mode::seed       ? "seed"
+                                                               : "joiner";
+  auto say = [&](const std::string& line) {
+    std::fprintf(stderr, "%s: %s\n", me_name.c_str(), line.c_str());
+  };
+  std::optional<seed_role> seed;
+  if (mode.kind == launch_mode::seed) {
+    seed.emplace(seed_role{
+        rendezvous(mode.nodes.first, mode.nodes.second, meta.num_parts,
+                   {mode.advertise, mode.listen.port, 0,
+                    opts.given("name") ? opts.str("name")
+                                       : mode.advertise + ":" + std::to_string(mode.listen.port)}),
+        std::chrono::milliseconds(
+            static_cast<std::int64_t>(opts.real("last-call", 0, 3600) * 1000))});
+  }
+  // The node actor logs under the name it starts with (it may outlive this function's locals).
+  const node_actor node = spawn_node_actor(
+      sys, ctx, identity.lines, std::move(seed), [prefix = me_name](const std::string& line) {
+        std::fprintf(stderr, "%s: %s\n", prefix.c_str(), line.c_str());
+      });
   caf::scoped_actor self{sys};
   // Whatever ends this function, the local actors stop first: the actor system's destructor waits
   // for every actor, so an error that skipped this would hang the process.
+  std::vector<worker_actors> local;
   struct stopper {
     std::function<void()> stop;
     ~stopper() { stop(); }
   } stop_local{[&] {
-    stop_worker(self, local);
+    for (const auto& w : local)
+      stop_worker(self, w);
     self->send_exit(node, caf::exit_reason::user_shutdown);
   }};
-  const auto& me = peers[static_cast<size_t>(id)];
-  // Published as a typed handle, so a peer of another protocol fails at connection time.
-  if (auto published = sys.middleman().publish(node, me.port, me.host.c_str(), true); !published) {
-    throw std::runtime_error(me_name + ": cannot listen on " + me.host + ":" +
-                             std::to_string(me.port) + ": " + sys.render(published.error()));
+  // This node's rank is known: spawn the workers of its partitions and tell the node actor.
+  auto serve = [&](const membership& members) {
+    const int id = members.rank;
+    const auto n = members.view.members.size();
+    const auto& mine = members.view.members[static_cast<size_t>(id)].partitions;
+    ws.on_reject = log_rejections("node " + std::to_string(id) + ": ");
+    if (parts.empty()) {
+      for (int p : mine)
+        parts.push_back(load_part(p));
+    }
+    node_role role{id, static_cast<std::int32_t>(n), mine, {}, {}};
+    for (size_t i = 0; i < mine.size(); ++i) {
+      local.push_back(spawn_worker(sys, parts[i], book, rc, ws, ctx));
+      role.workers.batchers.push_back(caf::actor_cast<caf::strong_actor_ptr>(local.back().batch));
+      role.workers.shards.push_back(caf::actor_cast<caf::strong_actor_ptr>(local.back().shard));
+      role.workers.stores.push_back(caf::actor_cast<caf::strong_actor_ptr>(local.back().store));
+      role.num_train.push_back(static_cast<std::int64_t>(parts[i]->train.size()));
+    }
+    std::string served;
+    for (size_t i = 0; i < mine.size(); ++i)
+      served += (i ? "," : "") + std::to_string(mine[i]);
+    self->request(node, std::chrono::seconds(10), serve_atom_v, role)
+        .receive([](bool) {}, [&](caf::error& e) { throw std::runtime_error(sys.render(e)); });
+    return served;
+  };
+  // A static node serves before it publishes: whoever reaches it finds its workers.
+  membership served_static;
+  std::string served;
+  if (mode.kind == launch_mode::static_peers) {
+    served_static = {static_view(mode.peers), mode.id};
+    served = serve(served_static);
   }
-  std::fprintf(stderr, "%s: partition %d (%d nodes), listening on %s:%u\n", me_name.c_str(), id,
-               part->num_owned(), me.host.c_str(), me.port);
-  const auto deadline =
+  // Published as a typed handle, so a peer of another protocol fails at connection time.
+  const auto published =
+      sys.middleman().publish(node, mode.listen.port, mode.listen.host.c_str(), true);
+  if (!published) {
+    throw std::runtime_error(me_name + ": cannot listen on " + mode.listen.str() + ": " +
+                             sys.render(published.error()));
+  }
+  const endpoint me{mode.advertise, *published};
+
+  // -- membership: who is in the cluster, which rank this node is, which partitions it serves --
+  membership members;
+  if (mode.kind == launch_mode::static_peers) {
+    members = served_static;
+  } else {
+    const deadline until =
+        std::chrono::steady_clock::now() + std::chrono::seconds(opts.integer("join-timeout", 1));
+    const std::string how = mode.found_by.empty() ? "" : " (found through " + mode.found_by + ")";
+    if (mode.kind == launch_mode::seed) {
+      say("listening on " + me.str() + how + " as the seed, waiting for " +
+          (mode.nodes.first == mode.nodes.second
+               ? std::to_string(mode.nodes.first)
+               : std::to_string(mode.nodes.first) + " to " + std::to_string(mode.nodes.second)) +
+          " nodes");
+      members = await_formation(self, node, ctx, until);
+    } else {
+      wire::join_request req{ctx.cluster_id, identity.lines,
+                             me.host,        me.port,
+                             mode.rank_hint, opts.given("name") ? opts.str("name") : me.str()};
+      say("listening on " + me.str() + ", joining the seed at " + mode.seed_address.str() + how);
+      members = join_cluster(sys, self, mode.seed_address, req, ctx, until);
+    }
+  }
+  const int id = members.rank;
+  const auto n = members.view.members.size();
+  me_name = "node " + std::to_string(id);
+  if (mode.kind != launch_mode::static_peers) served = serve(members);
+  say("partition " + served + " (" + std::to_string(n) + " nodes, view " +
+      std::to_string(members.view.id) + "), listening on " + me.str());
+  const deadline until =
       std::chrono::steady_clock::now() + std::chrono::seconds(opts.integer("connect-timeout", 1));
   // A pair of nodes never sets up its connection at the same time: CAF 0.17's BASP can leave a
   // route that drops every message when two nodes connect to each other concurrently (seen here
   // about once in ten 4-node runs). Node K connects to every p < K at once and greets it; p
   // connects back to K only after K's greeting arrived, over the connection K made.
-  const auto n = peers.size();
   std::vector<node_actor> nodes(n);
   nodes[static_cast<size_t>(id)] = node;
   cluster_handles view;
-  view.batchers.resize(n);
-  view.shards.resize(n);
-  view.stores.resize(n);
+  view.batchers.resize(static_cast<size_t>(meta.num_parts));
+  view.shards.resize(static_cast<size_t>(meta.num_parts));
+  view.stores.resize(static_cast<size_t>(meta.num_parts));
   auto fail = [&](const std::string& what) { throw std::runtime_error(me_name + ": " + what); };
-  // Node p's worker actors, whose handles come in the reply of its node actor.
+  // Ask `what` of rank p until it stops answering not_ready (it may still load its partitions).
+  auto ask_until_ready = [&](size_t p, const char* what, auto&& ask) {
+    while (true) {
+      const caf::error e = ask();
+      if (!e) return;
+      const bool not_ready = e.category() == caf::detail::error_factory<actor_errc>::category &&
+                             e.code() == static_cast<std::uint8_t>(actor_errc::not_ready);
+      if (!not_ready || std::chrono::steady_clock::now() > until)
+        fail(std::string(what) + " node " + std::to_string(p) + " failed: " + sys.render(e));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  };
+  // Rank p's worker actors, whose handles come in the reply of its node actor.
   auto take_workers = [&](size_t p) {
-    bool ok = false;
-    std::string failure;
-    self->request(nodes[p], std::chrono::seconds(10), workers_atom_v)
-        .receive(
-            [&](peer_view& w) {
-              if (w.batchers.size() != 1 || w.shards.size() != 1 || w.stores.size() != 1) return;
-              view.batchers[p] = caf::actor_cast<batch_actor>(w.batchers[0]);
-              view.shards[p] = caf::actor_cast<shard_actor>(w.shards[0]);
-              view.stores[p] = caf::actor_cast<store_actor>(w.stores[0]);
-              ok = true;
-            },
-            [&](caf::error& e) { failure = sys.render(e); });
-    if (!ok) fail("node " + std::to_string(p) + " did not name its actors: " + failure);
+    const auto& theirs = members.view.members[p].partitions;
+    ask_until_ready(p, "asking for the actors of", [&] {
+      caf::error failure;
+      self->request(nodes[p], std::chrono::seconds(10), workers_atom_v)
+          .receive(
+              [&](peer_view& w) {
+                if (w.batchers.size() != theirs.size() || w.shards.size() != theirs.size() ||
+                    w.stores.size() != theirs.size()) {
+                  failure =
+                      actor_error(actor_errc::rejected, "it named the wrong number of actors");
+                  return;
+                }
+                for (size_t i = 0; i < theirs.size(); ++i) {
+                  const auto part = static_cast<size_t>(theirs[i]);
+                  view.batchers[part] = caf::actor_cast<batch_actor>(w.batchers[i]);
+                  view.shards[part] = caf::actor_cast<shard_actor>(w.shards[i]);
+                  view.stores[part] = caf::actor_cast<store_actor>(w.stores[i]);
+                }
+              },
+              [&](caf::error& e) { failure = std::move(e); });
+      return failure;
+    });
   };
   auto connect_to = [&](size_t p) {
-    nodes[p] = connect<node_actor>(sys, peers[p], deadline, "node");
-    std::string failure;
-    self->request(nodes[p], std::chrono::seconds(10), greet_atom_v,
-                  node_greeting{static_cast<std::int32_t>(id), identity.lines})
-        .receive([](std::int32_t) {}, [&](caf::error& e) { failure = sys.render(e); });
-    if (!failure.empty()) fail("greeting node " + std::to_string(p) + " failed: " + failure);
+    const auto& m = members.view.members[p];
+    nodes[p] = connect<node_actor>(sys, {m.host, m.port}, until, "node");
+    ask_until_ready(p, "greeting", [&] {
+      caf::error failure;
+      self->request(nodes[p], std::chrono::seconds(10), greet_atom_v,
+                    node_greeting{static_cast<std::int32_t>(id), identity.lines})
+          .receive([](std::int32_t) {}, [&](caf::error& e) { failure = std::move(e); });
+      return failure;
+    });
     take_workers(p);
   };
   auto greeted_by = [&](size_t p) {
@@ -245,7 +392,7 @@ int run_node(int argc, char** argv) {
     connect_to(p);
   for (size_t p = static_cast<size_t>(id) + 1; p < n; ++p) {
     while (!greeted_by(p)) {
-      if (std::chrono::steady_clock::now() > deadline)
+      if (std::chrono::steady_clock::now() > until)
         fail("node " + std::to_string(p) + " never connected (see --connect-timeout)");
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -255,7 +402,7 @@ int run_node(int argc, char** argv) {
   // Through the node actor, which answers node 0's readiness question only from now on.
   self->request(node, std::chrono::seconds(10), view_atom_v, all)
       .receive([](bool) {}, [&](caf::error& e) { fail("the view: " + sys.render(e)); });
-  std::fprintf(stderr, "%s: connected to %zu peers\n", me_name.c_str(), n - 1);
+  say("connected to " + std::to_string(n - 1) + " peers");
 
   if (id != 0) {
     // Serve until node 0 says bye (this node actor then quits) or node 0 disappears.
@@ -270,25 +417,29 @@ int run_node(int argc, char** argv) {
                     caf::after(std::chrono::seconds(2)) >> [] {});
     }
     if (!clean) throw std::runtime_error(me_name + ": lost the coordinator (node 0); stopping");
-    std::fprintf(stderr, "%s: stopped by the coordinator\n", me_name.c_str());
+    say("stopped by the coordinator");
     return 0;
   }
 
   // Node 0: wait until every node's actors reached every other node's once, then train.
   coordinator coord(self.ptr(), view.batchers, view.shards, view.stores, ctx, ws.timeout);
-  std::vector<std::size_t> train_sizes(n);
+  std::vector<std::size_t> train_sizes(static_cast<size_t>(meta.num_parts));
   for (size_t p = 0; p < n; ++p) {
+    const auto& theirs = members.view.members[p].partitions;
     while (true) {
       bool ok = false;
       self->request(nodes[p], std::chrono::seconds(10), ready_atom_v, all)
           .receive(
-              [&](std::int64_t num_train) {
-                train_sizes[p] = static_cast<std::size_t>(num_train);
+              [&](std::vector<std::int64_t>& num_train) {
+                if (num_train.size() != theirs.size()) return;
+                for (size_t i = 0; i < theirs.size(); ++i)
+                  train_sizes[static_cast<size_t>(theirs[i])] =
+                      static_cast<std::size_t>(num_train[i]);
                 ok = true;
               },
               [&](caf::error&) {});
       if (ok) break;
-      if (std::chrono::steady_clock::now() > deadline)
+      if (std::chrono::steady_clock::now() > until)
         fail("node " + std::to_string(p) + " never became ready");
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }

@@ -138,3 +138,28 @@ struct Control {
     trace @9;                 # the timeline of stages, as Chrome trace events in `text`
   }
 }
+
+# -- membership: joining a cluster through its seed (runtime/, before any training message) --
+
+struct JoinRequest {
+  header @0 :Header;          # clusterId: the joiner's own (the seed names a differing setting)
+  identity @1 :List(Text);    # settings that must agree, key=value (runtime/cluster_identity.hpp)
+  host @2 :Text;              # where the joiner's node actor listens
+  port @3 :UInt16;
+  rankHint @4 :Int32;         # the rank it asks for (Slurm's task id), -1 for none
+  name @5 :Text;              # the joiner's name in logs and views
+}
+
+struct Member {
+  rank @0 :Int32;
+  host @1 :Text;
+  port @2 :UInt16;
+  name @3 :Text;
+  partitions @4 :List(Int32); # the partitions this member serves
+}
+
+struct MembershipView {
+  header @0 :Header;
+  viewId @1 :UInt64;          # grows with every change of membership
+  members @2 :List(Member);   # in rank order, rank 0 first (the seed)
+}

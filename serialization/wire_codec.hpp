@@ -54,6 +54,15 @@ class reader {
   }
   template <class T>
   typename T::Reader root(const context& c) {
+    return root<T>(&c);
+  }
+  /// The root of a message whose cluster id is the sender's claim to check later (a join).
+  template <class T>
+  typename T::Reader root_of_any_cluster() {
+    return root<T>(nullptr);
+  }
+  template <class T>
+  typename T::Reader root(const context* c) {
     try {
       auto r = msg_->getRoot<T>();
       auto h = r.getHeader();
@@ -61,9 +70,9 @@ class reader {
         fail("protocol version " + std::to_string(h.getVersion()) + ", expected " +
              std::to_string(kProtocolVersion));
       }
-      if (h.getClusterId() != c.cluster_id) {
+      if (c && h.getClusterId() != c->cluster_id) {
         fail("message from another cluster (id " + std::to_string(h.getClusterId()) + ", ours " +
-             std::to_string(c.cluster_id) + ")");
+             std::to_string(c->cluster_id) + ")");
       }
       return r;
     } catch (const kj::Exception& e) {

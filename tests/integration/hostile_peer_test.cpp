@@ -28,12 +28,6 @@ struct run_result {
   double node1_peak_mib = 0;
 };
 
-std::string summary_field(const std::string& log, const std::string& pattern) {
-  std::smatch m;
-  if (!std::regex_search(log, m, std::regex(pattern))) return {};
-  return m[1].str();
-}
-
 // A raw TCP connection to the node's port that sends `bytes` and stays open until destroyed.
 class raw_connection {
  public:

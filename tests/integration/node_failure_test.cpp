@@ -46,33 +46,14 @@ class NodeFailure : public ::testing::Test {
   std::string parts() const { return (dir_->path / "parts").string(); }
   fs::path log(const std::string& name) const { return dir_->path / (name + ".log"); }
 
-  // Waits until the file holds `text` or the time is up.
-  static bool wait_for(const fs::path& file, const std::string& text,
-                       std::chrono::milliseconds limit) {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < end) {
-      if (read_file(file).find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(50ms);
-    }
-    return false;
-  }
-
   static temp_dir* dir_;
 };
 temp_dir* NodeFailure::dir_ = nullptr;
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 // The process's error line, for the test log.
 std::string error_line(const std::string& out) {
   const auto at = out.rfind("degnn ");
   return at == std::string::npos ? "(none)" : out.substr(at, out.find('\n', at) - at);
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 }  // namespace

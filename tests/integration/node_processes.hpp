@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -104,6 +105,32 @@ inline std::string read_file(const fs::path& p) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+/// Waits until the file holds `text` or the time is up.
+inline bool wait_for(const fs::path& file, const std::string& text,
+                     std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (read_file(file).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+/// The first group of `pattern` in a node's log ("" when absent): fields of its summary line.
+inline std::string summary_field(const std::string& log, const std::string& pattern) {
+  std::smatch m;
+  if (!std::regex_search(log, m, std::regex(pattern))) return {};
+  return m[1].str();
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
 }
 
 struct temp_dir {

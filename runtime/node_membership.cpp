@@ -1,0 +1,61 @@
+// Static views, forming a cluster on the seed, joining one through it.
+#include "runtime/node_membership.hpp"
+
+namespace degnn {
+
+namespace {
+
+std::chrono::milliseconds left(deadline until) {
+  const auto d = std::chrono::duration_cast<std::chrono::milliseconds>(
+      until - std::chrono::steady_clock::now());
+  return std::max(d, std::chrono::milliseconds(1));
+}
+
+}  // namespace
+
+wire::membership_view static_view(const std::vector<endpoint>& peers) {
+  wire::membership_view v;
+  v.id = 1;
+  for (size_t p = 0; p < peers.size(); ++p) {
+    const auto r = static_cast<std::int32_t>(p);
+    v.members.push_back({r, peers[p].host, peers[p].port, "node " + std::to_string(p), {r}});
+  }
+  return v;
+}
+
+membership await_formation(caf::scoped_actor& self, const node_actor& node,
+                           const wire::context& ctx, deadline until) {
+  std::vector<char> bytes;
+  std::string failure;
+  self->request(node, left(until), formed_atom_v)
+      .receive([&](std::vector<char>& b) { bytes = std::move(b); },
+               [&](caf::error& e) { failure = caf::to_string(e); });
+  if (bytes.empty()) {
+    throw std::runtime_error(
+        "the cluster did not form before --join-timeout (too few nodes joined; the seed's log "
+        "lists who did): " +
+        failure);
+  }
+  return {wire::decode_membership_view(ctx, bytes), 0};
+}
+
+membership join_cluster(caf::actor_system& sys, caf::scoped_actor& self, const endpoint& seed,
+                        const wire::join_request& me, const wire::context& ctx, deadline until) {
+  const auto node = connect<node_actor>(sys, seed, until, "seed");
+  std::vector<char> bytes;
+  std::string failure;
+  self->request(node, left(until), join_atom_v, wire::encode(ctx, me))
+      .receive([&](std::vector<char>& b) { bytes = std::move(b); },
+               [&](caf::error& e) { failure = sys.render(e); });
+  if (bytes.empty())
+    throw std::runtime_error("the seed at " + seed.str() + " did not take us: " + failure);
+  membership m{wire::decode_membership_view(ctx, bytes), -1};
+  for (const auto& member : m.view.members) {
+    if (member.host == me.host && member.port == me.port && member.name == me.name)
+      m.rank = member.rank;
+  }
+  if (m.rank < 0) throw std::runtime_error("the seed's view does not list this node");
+  return m;
+}
+
+}  // namespace degnn

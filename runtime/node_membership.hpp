@@ -1,0 +1,53 @@
+// How a node process learns the cluster: a static --peers list (rank p serves partition p), or
+// the view of a seed it joined (or that it formed, on the seed). Blocking calls of the node's
+// runtime thread, each bounded by a deadline that ends in an error naming what was waited for.
+#pragma once
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/endpoint.hpp"
+#include "runtime/node_actor.hpp"
+#include "serialization/wire_membership.hpp"
+
+namespace degnn {
+
+using deadline = std::chrono::steady_clock::time_point;
+
+struct membership {
+  wire::membership_view view;
+  int rank = 0;
+};
+
+/// --peers: rank p at the p-th address, serving partition p.
+wire::membership_view static_view(const std::vector<endpoint>& peers);
+
+/// The seed: waits until its node actor formed the cluster.
+membership await_formation(caf::scoped_actor& self, const node_actor& node,
+                           const wire::context& ctx, deadline until);
+
+/// A joiner: reaches the seed (retrying while it is not up yet), asks to join as `me` and waits
+/// for the view; its rank is the member with its address and name.
+membership join_cluster(caf::actor_system& sys, caf::scoped_actor& self, const endpoint& seed,
+                        const wire::join_request& me, const wire::context& ctx, deadline until);
+
+/// Retries a connection until it succeeds or the deadline passes: peers start in any order.
+template <class Handle>
+Handle connect(caf::actor_system& sys, const endpoint& e, deadline until, const char* what) {
+  while (true) {
+    auto h = sys.middleman().remote_actor<Handle>(e.host, e.port);
+    if (h) return *h;
+    if (std::chrono::steady_clock::now() > until) {
+      throw std::runtime_error(std::string("cannot reach the ") + what + " at " + e.str() + ": " +
+                               sys.render(h.error()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace degnn

@@ -1,0 +1,46 @@
+// Codecs of the membership messages (a join request to the seed, the view it answers with), with
+// the checks a hostile joiner or a broken seed could get wrong: bounded texts, ranks in order,
+// every partition served exactly once.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "serialization/wire.hpp"
+
+namespace degnn::wire {
+
+struct join_request {
+  std::uint64_t cluster_id = 0;       ///< the joiner's; not checked when decoding
+  std::vector<std::string> identity;  ///< key=value lines
+  std::string host;
+  std::uint16_t port = 0;
+  std::int32_t rank_hint = -1;
+  std::string name;
+};
+
+struct view_member {
+  std::int32_t rank = 0;
+  std::string host;
+  std::uint16_t port = 0;
+  std::string name;
+  std::vector<std::int32_t> partitions;
+};
+
+struct membership_view {
+  std::uint64_t id = 0;
+  std::vector<view_member> members;  ///< rank order
+
+  /// The rank serving partition p, or -1.
+  int rank_of_partition(int p) const;
+  int num_partitions() const;
+};
+
+bytes encode(const context& c, const join_request& m);
+/// Checks the version, not the cluster id (the seed compares the identity lines itself).
+join_request decode_join_request(const context& c, std::span<const char> b);
+bytes encode(const context& c, const membership_view& m);
+membership_view decode_membership_view(const context& c, std::span<const char> b);
+
+}  // namespace degnn::wire

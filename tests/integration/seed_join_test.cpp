@@ -1,0 +1,241 @@
+// Multi-process tests of forming a cluster through a seed (issue 11 item 1 and 2): real `degnn
+// node` processes on 127.0.0.1 join the seed in any start order, get ranks and partitions from
+// its view, and train exactly like the in-process cluster on the same partitions. Joiners that
+// do not belong are refused without harming the cluster; a cluster that cannot form ends with a
+// clear error. Every process is killed and reaped whatever the outcome.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <random>
+
+#include "model/dataset.hpp"
+#include "model/partition_store.hpp"
+#include "model/partitioner.hpp"
+#include "runtime/cluster_trainer.hpp"
+#include "tests/integration/node_processes.hpp"
+
+using namespace degnn;
+using namespace degnn::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Pubmed in 4 METIS parts and the in-process cluster's run on them, computed once.
+class SeedJoin : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new temp_dir("seed-join");
+    const dataset d = load_dataset(fs::path(DEGNN_SOURCE_DIR) / "data/pubmed");
+    write_partitions(d, partition_graph(d.graph, d.train, 4, partition_method::metis, 1),
+                     dir_->path / "parts", "metis", 1, 4);
+    train_settings s;
+    s.data = (fs::path(DEGNN_SOURCE_DIR) / "data/pubmed").string();
+    s.partitions = (dir_->path / "parts").string();
+    s.pipeline = "centralized";
+    s.parts = 4;
+    s.epochs = 1;
+    s.batch_size = 16;
+    s.fanouts = {5, 10};
+    s.model.hidden = 16;
+    s.seed = 3;
+    s.model.seed = 3;
+    s.model.lr = 0.01;
+    s.model.dropout = 0.5;
+    s.model.weight_decay = 0;
+    s.eval_every = 0;
+    s.progress = false;
+    training_report report("in-process", "", false);
+    local_ = new reference;
+    const cluster_result r = train_cluster(
+        s, d, report, [&](std::uint64_t, double loss) { local_->losses.push_back(loss); });
+    local_->bytes = r.traffic.sent.total_bytes();
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    delete local_;
+  }
+
+  // The settings of the reference run, as node options.
+  static std::vector<std::string> node_args(std::vector<std::string> extra) {
+    std::vector<std::string> a = {DEGNN_BINARY,
+                                  "node",
+                                  "--partitions",
+                                  (dir_->path / "parts").string(),
+                                  "--epochs",
+                                  "1",
+                                  "--batch-size",
+                                  "16",
+                                  "--fanouts",
+                                  "5,10",
+                                  "--hidden",
+                                  "16",
+                                  "--seed",
+                                  "3",
+                                  "--lr",
+                                  "0.01",
+                                  "--dropout",
+                                  "0.5",
+                                  "--weight-decay",
+                                  "0",
+                                  "--eval-every",
+                                  "0",
+                                  "--no-progress",
+                                  "--join-timeout",
+                                  "60",
+                                  "--connect-timeout",
+                                  "30"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  static fs::path log(const std::string& name) { return dir_->path / (name + ".log"); }
+
+  // node 0's losses and bytes must be the in-process cluster's.
+  static void expect_like_one_process(const std::string& log0) {
+    const std::string losses = summary_field(log0, R"("step_losses":\[([^\]]*)\])");
+    ASSERT_FALSE(losses.empty()) << log0;
+    std::vector<double> remote;
+    std::stringstream ls(losses);
+    for (std::string item; std::getline(ls, item, ',');)
+      remote.push_back(std::stod(item));
+    ASSERT_EQ(remote.size(), local_->losses.size()) << log0;
+    for (size_t i = 0; i < remote.size(); ++i)
+      EXPECT_NEAR(remote[i], local_->losses[i], 1e-6 * std::max(1.0, std::abs(local_->losses[i])))
+          << "step " << i;
+    EXPECT_EQ(std::stoull(summary_field(log0, R"("bytes":(\d+))")), local_->bytes);
+  }
+
+  struct reference {
+    std::vector<double> losses;
+    std::uint64_t bytes = 0;
+  };
+  static temp_dir* dir_;
+  static reference* local_;
+};
+temp_dir* SeedJoin::dir_ = nullptr;
+SeedJoin::reference* SeedJoin::local_ = nullptr;
+
+}  // namespace
+
+TEST_F(SeedJoin, FourNodesFormTheClusterInEveryStartOrderAndTrainLikeOneProcess) {
+  std::mt19937 rng(7);
+  std::vector<std::vector<int>> orders = {{0, 1, 2, 3}, {1, 2, 3, 0}, {2, 0, 3, 1}};
+  for (int i = 0; i < 3; ++i) {
+    std::vector<int> o = {0, 1, 2, 3};
+    std::shuffle(o.begin(), o.end(), rng);
+    orders.push_back(o);
+  }
+  std::vector<double> join_times;
+  for (size_t run = 0; run < orders.size(); ++run) {
+    const std::uint16_t port = free_port_pair();
+    ASSERT_NE(port, 0);
+    const std::string seed = "127.0.0.1:" + std::to_string(port);
+    std::vector<std::unique_ptr<child_process>> procs(4);
+    std::chrono::steady_clock::time_point last_start;
+    for (int who : orders[run]) {
+      const auto args =
+          who == 0 ? node_args({"--is-seed", "--listen", seed}) : node_args({"--join", seed});
+      procs[static_cast<size_t>(who)] = std::make_unique<child_process>(
+          args, log("order" + std::to_string(run) + "-" + std::to_string(who)));
+      last_start = std::chrono::steady_clock::now();
+      std::this_thread::sleep_for(std::chrono::milliseconds(30 * who));
+    }
+    const fs::path log0 = log("order" + std::to_string(run) + "-0");
+    ASSERT_TRUE(wait_for(log0, "formed view 1 with 4 nodes", 60s)) << read_file(log0);
+    join_times.push_back(seconds_since(last_start));
+    const int rc0 = procs[0]->wait(120s);
+    ASSERT_EQ(rc0, 0) << read_file(log0);
+    for (int k = 1; k < 4; ++k) {
+      const fs::path lk = log("order" + std::to_string(run) + "-" + std::to_string(k));
+      EXPECT_EQ(procs[static_cast<size_t>(k)]->wait(30s), 0) << read_file(lk);
+      EXPECT_TRUE(contains(read_file(lk), "stopped by the coordinator")) << read_file(lk);
+    }
+    expect_like_one_process(read_file(log0));
+  }
+  std::sort(join_times.begin(), join_times.end());
+  std::printf(
+      "%zu runs in different start orders; from the last start to the formed view: "
+      "median %.3f s, max %.3f s\n",
+      join_times.size(), join_times[join_times.size() / 2], join_times.back());
+}
+
+TEST_F(SeedJoin, FewerNodesThanPartitionsFormAtMinAfterTheLastCallAndServeSeveralEach) {
+  const std::uint16_t port = free_port_pair();
+  const std::string seed = "127.0.0.1:" + std::to_string(port);
+  child_process s(node_args({"--is-seed", "--listen", seed, "--nodes", "2:4", "--last-call", "1"}),
+                  log("min0"));
+  child_process j(node_args({"--join", seed}), log("min1"));
+  const int rc0 = s.wait(120s);
+  const std::string out0 = read_file(log("min0")), out1 = read_file(log("min1"));
+  ASSERT_EQ(rc0, 0) << out0;
+  EXPECT_EQ(j.wait(30s), 0) << out1;
+  EXPECT_TRUE(contains(out0, "formed view 1 with 2 nodes")) << out0;
+  EXPECT_TRUE(contains(out0, "node 0: partition 0,2 (2 nodes")) << out0;
+  EXPECT_TRUE(contains(out1, "node 1: partition 1,3 (2 nodes")) << out1;
+  expect_like_one_process(out0);
+}
+
+TEST_F(SeedJoin, AJoinerWithOtherSettingsIsRefusedAndTheClusterFormsWithoutIt) {
+  const std::uint16_t port = free_port_pair();
+  const std::string seed = "127.0.0.1:" + std::to_string(port);
+  child_process s(node_args({"--is-seed", "--listen", seed, "--nodes", "2"}), log("other0"));
+  child_process bad(node_args({"--join", seed, "--lr", "0.02", "--name", "stranger"}),
+                    log("other-bad"));
+  const int rc_bad = bad.wait(60s);
+  const std::string out_bad = read_file(log("other-bad"));
+  EXPECT_EQ(rc_bad, 1) << out_bad;
+  EXPECT_TRUE(contains(out_bad, "did not take us") &&
+              contains(out_bad, "lr is 0.01 on the seed and 0.02 on joiner 'stranger'"))
+      << out_bad;
+  child_process good(node_args({"--join", seed}), log("other1"));
+  const int rc0 = s.wait(120s);
+  const std::string out0 = read_file(log("other0"));
+  ASSERT_EQ(rc0, 0) << out0;
+  EXPECT_EQ(good.wait(30s), 0) << read_file(log("other1"));
+  EXPECT_TRUE(contains(out0, "refused a join from")) << out0;
+  expect_like_one_process(out0);
+}
+
+TEST_F(SeedJoin, AJoinerThatDiesBeforeTheViewIsForgotten) {
+  const std::uint16_t port = free_port_pair();
+  const std::string seed = "127.0.0.1:" + std::to_string(port);
+  child_process s(node_args({"--is-seed", "--listen", seed, "--nodes", "3"}), log("dies0"));
+  {
+    child_process doomed(node_args({"--join", seed, "--name", "doomed"}), log("dies-x"));
+    ASSERT_TRUE(wait_for(log("dies0"), "joined (2 nodes)", 60s)) << read_file(log("dies0"));
+    doomed.signal(SIGKILL);
+    EXPECT_NE(doomed.wait(10s), -1);
+  }
+  ASSERT_TRUE(wait_for(log("dies0"), "went away before the cluster formed", 30s))
+      << read_file(log("dies0"));
+  child_process a(node_args({"--join", seed}), log("dies1"));
+  child_process b(node_args({"--join", seed}), log("dies2"));
+  const int rc0 = s.wait(120s);
+  const std::string out0 = read_file(log("dies0"));
+  ASSERT_EQ(rc0, 0) << out0;
+  EXPECT_EQ(a.wait(30s), 0) << read_file(log("dies1"));
+  EXPECT_EQ(b.wait(30s), 0) << read_file(log("dies2"));
+  EXPECT_TRUE(contains(out0, "formed view 1 with 3 nodes")) << out0;
+  EXPECT_FALSE(contains(out0, "=doomed")) << out0;
+}
+
+TEST_F(SeedJoin, AClusterThatCannotFormEndsEveryNodeWithAClearError) {
+  const std::uint16_t port = free_port_pair();
+  const std::string seed = "127.0.0.1:" + std::to_string(port);
+  child_process s(node_args({"--is-seed", "--listen", seed, "--nodes", "3", "--join-timeout", "2"}),
+                  log("short0"));
+  child_process j(node_args({"--join", seed, "--join-timeout", "2"}), log("short1"));
+  const int rc0 = s.wait(30s), rc1 = j.wait(30s);
+  const std::string out0 = read_file(log("short0")), out1 = read_file(log("short1"));
+  EXPECT_EQ(rc0, 1) << out0;
+  EXPECT_TRUE(contains(out0, "the cluster did not form before --join-timeout")) << out0;
+  EXPECT_EQ(rc1, 1) << out1;
+  EXPECT_TRUE(contains(out1, "did not take us")) << out1;
+  // A node that finds no seed at all says so as well.
+  child_process lonely(
+      node_args({"--join", "127.0.0.1:" + std::to_string(free_port_pair()), "--join-timeout", "1"}),
+      log("lonely"));
+  EXPECT_EQ(lonely.wait(30s), 1) << read_file(log("lonely"));
+  EXPECT_TRUE(contains(read_file(log("lonely")), "cannot reach the seed at 127.0.0.1:"))
+      << read_file(log("lonely"));
+}

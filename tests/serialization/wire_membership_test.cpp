@@ -1,0 +1,147 @@
+// Tests of serialization/wire_membership.hpp: join requests and views round-trip; a view that
+// does not serve each partition once, ranks out of order, empty or overlong texts, another
+// protocol version and truncations are rejected; random corruption never crashes.
+#include "serialization/wire_membership.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace degnn::wire;
+
+namespace {
+const context ctx{.cluster_id = 77};
+
+membership_view three_members() {
+  membership_view v;
+  v.id = 1;
+  v.members = {{0, "10.0.0.1", 24800, "seed", {0, 3}},
+               {1, "10.0.0.2", 24801, "b", {1}},
+               {2, "host-c", 40000, "c", {2}}};
+  return v;
+}
+
+template <class F>
+std::string rejection(F&& f) {
+  try {
+    f();
+  } catch (const wire_error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(WireMembership, RoundTripsAJoinRequestOfAnyClusterAndAView) {
+  const join_request j{.cluster_id = 5,
+                       .identity = {"lr=0.01", "parts=4"},
+                       .host = "127.0.0.1",
+                       .port = 4242,
+                       .rank_hint = 2,
+                       .name = "gpu07"};
+  // The joiner's cluster id is read, not checked: the seed compares the identity lines.
+  const join_request d = decode_join_request(ctx, encode(context{.cluster_id = 5}, j));
+  EXPECT_EQ(d.cluster_id, 5u);
+  EXPECT_EQ(d.identity, j.identity);
+  EXPECT_EQ(d.host, j.host);
+  EXPECT_EQ(d.port, j.port);
+  EXPECT_EQ(d.rank_hint, 2);
+  EXPECT_EQ(d.name, "gpu07");
+
+  const membership_view v = decode_membership_view(ctx, encode(ctx, three_members()));
+  ASSERT_EQ(v.members.size(), 3u);
+  EXPECT_EQ(v.id, 1u);
+  EXPECT_EQ(v.members[2].host, "host-c");
+  EXPECT_EQ(v.members[0].partitions, (std::vector<std::int32_t>{0, 3}));
+  EXPECT_EQ(v.num_partitions(), 4);
+  EXPECT_EQ(v.rank_of_partition(3), 0);
+  EXPECT_EQ(v.rank_of_partition(9), -1);
+}
+
+TEST(WireMembership, RejectsViewsThatAreNotAPartitionMapAndBadJoins) {
+  auto view_error = [](membership_view v) {
+    return rejection([&] { decode_membership_view(ctx, encode(ctx, v)); });
+  };
+  auto v = three_members();
+  v.members[1].partitions = {1, 3};  // partition 3 twice
+  EXPECT_NE(view_error(v).find("exactly once"), std::string::npos);
+  v = three_members();
+  v.members[2].partitions = {5};  // 2 missing
+  EXPECT_NE(view_error(v).find("exactly once"), std::string::npos);
+  v = three_members();
+  std::swap(v.members[1].rank, v.members[2].rank);
+  EXPECT_NE(view_error(v).find("out of order"), std::string::npos);
+  v = three_members();
+  v.members[1].host = "";
+  EXPECT_NE(view_error(v).find("member host is empty"), std::string::npos);
+  v = three_members();
+  v.members[1].port = 0;
+  EXPECT_NE(view_error(v).find("port 0"), std::string::npos);
+  v = three_members();
+  v.members[1].name = std::string(2000, 'x');
+  EXPECT_NE(view_error(v).find("longer than 1024"), std::string::npos);
+  v = three_members();
+  v.members[1].partitions.clear();
+  EXPECT_NE(view_error(v).find("serves no partition"), std::string::npos);
+  v = three_members();
+  v.id = 0;
+  EXPECT_NE(view_error(v).find("view id 0"), std::string::npos);
+  v = three_members();
+  v.members.clear();
+  EXPECT_NE(view_error(v).find("0 members"), std::string::npos);
+  // Another cluster's view.
+  EXPECT_NE(rejection([] {
+              decode_membership_view(ctx, encode(context{.cluster_id = 78}, three_members()));
+            }).find("another cluster"),
+            std::string::npos);
+
+  join_request j{.identity = {"a=1"}, .host = "h", .port = 1, .rank_hint = -1, .name = "n"};
+  auto join_error = [](join_request x) {
+    return rejection([&] { decode_join_request(ctx, encode(ctx, x)); });
+  };
+  EXPECT_EQ(join_error(j), "");
+  auto k = j;
+  k.port = 0;
+  EXPECT_NE(join_error(k), "");
+  k = j;
+  k.rank_hint = -2;
+  EXPECT_NE(join_error(k), "");
+  k = j;
+  k.identity = std::vector<std::string>(300, "a=1");
+  EXPECT_NE(join_error(k).find("256"), std::string::npos);
+  k = j;
+  k.name = "";
+  EXPECT_NE(join_error(k).find("name is empty"), std::string::npos);
+}
+
+TEST(WireMembership, RejectsEveryTruncationAndSurvivesRandomCorruption) {
+  const auto view = encode(ctx, three_members());
+  for (size_t n = 0; n < view.size(); ++n) {
+    EXPECT_THROW(decode_membership_view(ctx, std::span<const char>(view.data(), n)), wire_error)
+        << n;
+  }
+  const auto join = encode(
+      ctx,
+      join_request{
+          .identity = {"a=1", "b=2"}, .host = "127.0.0.1", .port = 9, .rank_hint = 1, .name = "x"});
+  std::mt19937 rng(99);
+  int rejected = 0;
+  for (int iter = 0; iter < 20000; ++iter) {
+    auto b = iter % 2 ? view : join;
+    for (int f = 0, flips = 1 + static_cast<int>(rng() % 4); f < flips; ++f)
+      b[rng() % b.size()] = static_cast<char>(rng());
+    try {
+      if (iter % 2) {
+        const auto v = decode_membership_view(ctx, b);
+        EXPECT_GE(v.num_partitions(), 1);
+      } else {
+        const auto j = decode_join_request(ctx, b);
+        EXPECT_NE(j.port, 0);
+      }
+    } catch (const wire_error&) {
+      ++rejected;
+    }
+  }
+  std::printf("rejected %d of 20000 corrupted membership buffers\n", rejected);
+  EXPECT_GT(rejected, 0);
+}
