@@ -5,7 +5,8 @@ find_library(CAF_CORE_LIBRARY caf_core)
 find_library(CAF_IO_LIBRARY caf_io)
 find_library(CAF_OPENSSL_LIBRARY caf_openssl)
 include(FindPackageHandleStandardArgs)
-find_package_handle_standard_args(CAF DEFAULT_MSG CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY)
+find_package_handle_standard_args(CAF DEFAULT_MSG CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY
+                                  CAF_OPENSSL_LIBRARY)
 if(CAF_FOUND AND NOT TARGET caf::core)
   add_library(caf::core UNKNOWN IMPORTED)
   set_target_properties(caf::core PROPERTIES IMPORTED_LOCATION "${CAF_CORE_LIBRARY}"

@@ -14,7 +14,8 @@ void print_help() {
       "usage: degnn COMMAND [--option value ...]\n\n"
       "commands:\n"
       "  train      train a GNN (GraphSAGE or GCN) and report test accuracy\n"
-      "  node       run one node process of a static multi-process cluster\n"
+      "  node       run one node process of a cluster (joins a seed, or a static peer list)\n"
+      "  certs      make a cluster CA, node and operator key pairs and a job token (TLS)\n"
       "  info       describe a dataset directory or a partition set\n"
       "  generate   write a synthetic graph (degree-corrected SBM) in the OGB raw layout\n"
       "  partition  split a dataset into K partitions on disk (METIS or random)\n"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   try {
     if (command == "train") return degnn::run_train(argc - 2, argv + 2);
     if (command == "node") return degnn::run_node(argc - 2, argv + 2);
+    if (command == "certs") return degnn::run_certs(argc - 2, argv + 2);
     if (command == "info") return degnn::run_info(argc - 2, argv + 2);
     if (command == "generate") return degnn::run_generate(argc - 2, argv + 2);
     if (command == "partition") return degnn::run_partition(argc - 2, argv + 2);

@@ -30,13 +30,15 @@ struct node_state {
   std::uint64_t next_key = 0;
   bool last_call_armed = false;
   std::vector<char> view_bytes;  ///< the encoded view, once formed
+  /// With TLS: the challenge given to each asker, used once (at most 256 outstanding).
+  std::map<caf::actor_addr, std::vector<std::uint8_t>> challenges;
   std::vector<caf::typed_response_promise<std::vector<char>>> formed_waiters;
   // -- serving --
   std::optional<node_role> role;
-  std::vector<caf::node_id> node0;              ///< node 0's CAF node, from the view
-  std::set<std::int32_t> greeted;               ///< peers whose connection to this node is set up
-  std::map<std::int32_t, std::string> refused;  ///< peers whose settings differ, and how
-  bool has_view = false;                        ///< the local workers know every peer
+  std::vector<caf::node_id> node0;                ///< node 0's CAF node, from the view
+  std::map<std::int32_t, node_greeting> greeted;  ///< peers whose connection to this node is set up
+  std::map<std::int32_t, std::string> refused;    ///< peers whose settings differ, and how
+  bool has_view = false;                          ///< the local workers know every peer
 
   std::string me() const {
     return role ? "node " + std::to_string(role->rank) : std::string(seed ? "the seed" : "node");
@@ -86,6 +88,23 @@ caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<ch
   if (!diff.empty()) return refuse("settings that must agree differ: " + diff);
   const auto sender = self->current_sender();
   if (!sender) return refuse("an anonymous sender");
+  if (st.seed->tls) {
+    // CAF's TLS layer checked that the peer holds some certificate of the CA; the proof binds
+    // this request to that certificate's name and to this job.
+    const auto it = st.challenges.find(caf::actor_cast<caf::actor_addr>(sender));
+    if (it == st.challenges.end())
+      return refuse("joiner '" + j.name + "' answers no challenge of this seed (or reuses one)");
+    const std::vector<std::uint8_t> challenge = std::move(it->second);
+    st.challenges.erase(it);
+    std::string certified;
+    const std::string why = verify_proof(*st.seed->tls, {j.certificate, j.signature, j.token_mac},
+                                         challenge, certified);
+    if (!why.empty()) return refuse("joiner '" + j.name + "': " + why);
+    if (certified != j.name) {
+      return refuse("joiner calls itself '" + j.name + "' but its certificate is made out to '" +
+                    certified + "'");
+    }
+  }
   const std::uint64_t key = ++st.next_key;
   if (auto why = st.seed->joins.add(key, {j.host, j.port, j.rank_hint, j.name}); !why.empty())
     return refuse("joiner '" + j.name + "': " + why);
@@ -130,6 +149,16 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
   });
   if (self->state.seed && self->state.seed->joins.full()) form(self);  // a cluster of one
   return {
+      [self](challenge_atom) -> caf::result<std::vector<char>> {
+        auto& st = self->state;
+        const auto sender = self->current_sender();
+        if (!st.seed || !st.seed->tls || !sender)
+          return actor_error(actor_errc::rejected, "this node gives no join challenges");
+        if (st.challenges.size() >= 256) st.challenges.erase(st.challenges.begin());
+        auto& c = st.challenges[caf::actor_cast<caf::actor_addr>(sender)];
+        c = random_challenge();
+        return std::vector<char>(c.begin(), c.end());
+      },
       [self](join_atom, const std::vector<char>& b) { return take_join(self, b); },
       [self](formed_atom) -> caf::result<std::vector<char>> {
         auto& st = self->state;
@@ -174,14 +203,17 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
           st.refused.emplace(g.rank, why);
           return actor_error(actor_errc::rejected, why);
         }
-        st.greeted.insert(g.rank);
+        if (!g.node)
+          return actor_error(actor_errc::rejected, "a greeting without the greeter's node actor");
+        st.greeted.emplace(g.rank, node_greeting{g.rank, {}, g.node});
         return static_cast<std::int32_t>(id);
       },
-      [self](greeted_atom, std::int32_t peer) -> caf::result<bool> {
+      [self](greeted_atom, std::int32_t peer) -> caf::result<node_greeting> {
         auto& st = self->state;
         if (auto it = st.refused.find(peer); it != st.refused.end())
           return actor_error(actor_errc::rejected, it->second);
-        return st.greeted.count(peer) > 0;
+        const auto it = st.greeted.find(peer);
+        return it == st.greeted.end() ? node_greeting{peer, {}, nullptr} : it->second;
       },
       [self](workers_atom) -> caf::result<peer_view> {
         auto& st = self->state;

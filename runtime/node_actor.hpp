@@ -12,21 +12,25 @@
 
 #include "actors/coordinator.hpp"
 #include "actors/messages.hpp"
+#include "runtime/cluster_certificates.hpp"
 #include "runtime/rendezvous.hpp"
 #include "runtime/worker_actors.hpp"
 
 namespace degnn {
 
-/// What a connecting node says first: its rank and its cluster identity lines (see
-/// runtime/cluster_identity.hpp). Handshake of the runtime, next to the node actor's handles.
+/// What a connecting node says first: its rank, its cluster identity lines (see
+/// runtime/cluster_identity.hpp) and its own node actor, which the greeted node then reaches over
+/// the same connection (a second connection between two nodes confuses CAF's routing, and with
+/// TLS it never works). Handshake of the runtime, next to the node actor's handles.
 struct node_greeting {
   std::int32_t rank = 0;
   std::vector<std::string> identity;
+  caf::strong_actor_ptr node;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_greeting& x) {
-  return f(caf::meta::type_name("degnn.node_greeting"), x.rank, x.identity);
+  return f(caf::meta::type_name("degnn.node_greeting"), x.rank, x.identity, x.node);
 }
 
 /// What this node serves, once it knows its rank (from this process only): its workers, one
@@ -60,29 +64,34 @@ CAF_ADD_ATOM(degnn_runtime, degnn, join_atom, "join")
 CAF_ADD_ATOM(degnn_runtime, degnn, formed_atom, "formed")
 CAF_ADD_ATOM(degnn_runtime, degnn, last_call_atom, "lastcall")
 CAF_ADD_ATOM(degnn_runtime, degnn, serve_atom, "serve")
+CAF_ADD_ATOM(degnn_runtime, degnn, challenge_atom, "challenge")
 CAF_END_TYPE_ID_BLOCK(degnn_runtime)
 
 namespace degnn {
 
+/// challenge (-> 32 random bytes a joiner must sign when the cluster uses TLS; the seed only),
 /// join (a wire::join_request -> the encoded wire::membership_view once the cluster formed;
 /// refused with the reason on anything but the seed, on differing settings, a taken address or
-/// name, a full or formed cluster), formed (-> the view once formed; this process only),
+/// name, a full or formed cluster, and with TLS a proof that fails or answers no challenge of
+/// this seed to this asker), formed (-> the view once formed; this process only),
 /// lastcall (the seed's own timer), serve (this node's role, this process only, once),
 /// greet (a peer that connected -> this node's rank; not_ready before serve; refused with the
-/// first differing setting when the peer's identity differs), greeted (rank -> whether it greeted;
-/// the refusal once a greeting of that rank was refused), workers (-> this node's batch actors,
-/// shards and stores, one entry per partition it serves), view (every partition's workers, from
-/// this process once connected -> handed to the local workers), ready (every partition's workers
+/// first differing setting when the peer's identity differs), greeted (rank -> its greeting, with
+/// an empty node until it greeted; the refusal once a greeting of that rank was refused), workers
+/// (-> this node's batch actors, shards and stores, one entry per partition it serves), view (every
+/// partition's workers, from this process once connected -> handed to the local workers), ready
+/// (every partition's workers
 /// -> the training-set size of each partition this node serves, once this node has its view and
 /// each remote actor answered a report; not_ready before), bye (-> true, then the node actor quits
 /// and its node stops).
 using node_actor =
-    caf::typed_actor<caf::replies_to<join_atom, std::vector<char>>::with<std::vector<char>>,
+    caf::typed_actor<caf::replies_to<challenge_atom>::with<std::vector<char>>,
+                     caf::replies_to<join_atom, std::vector<char>>::with<std::vector<char>>,
                      caf::replies_to<formed_atom>::with<std::vector<char>>,
                      caf::reacts_to<last_call_atom>,
                      caf::replies_to<serve_atom, node_role>::with<bool>,
                      caf::replies_to<greet_atom, node_greeting>::with<std::int32_t>,
-                     caf::replies_to<greeted_atom, std::int32_t>::with<bool>,
+                     caf::replies_to<greeted_atom, std::int32_t>::with<node_greeting>,
                      caf::replies_to<workers_atom>::with<peer_view>,
                      caf::replies_to<view_atom, peer_view>::with<bool>,
                      caf::replies_to<ready_atom, peer_view>::with<std::vector<std::int64_t>>,
@@ -92,6 +101,7 @@ using node_actor =
 struct seed_role {
   rendezvous joins;
   std::chrono::milliseconds last_call{0};
+  std::optional<tls_files> tls;  ///< set: every joiner must prove its certificate and job token
 };
 
 /// Spawns a node actor. `identity`: this node's cluster identity lines, which every greeting and

@@ -11,6 +11,7 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +60,10 @@ std::vector<option_spec> node_option_specs() {
       {"id", "", "static cluster: this node's index into --peers (node 0 coordinates)"});
   specs.push_back({"peers", "", "static cluster: HOST:PORT of every node, in node order"});
   specs.push_back({"connect-timeout", "60", "seconds to wait for all peers"});
+  specs.push_back({"tls", "",
+                   "folder of degnn certs: mutual TLS with DIR/ca.crt, DIR/NAME.crt, DIR/NAME.key "
+                   "and DIR/job.token"});
+  specs.push_back({"tls-name", "", "with --tls: this node's certificate name, e.g. node-2"});
   specs.push_back({"insecure", "false",
                    "publish on an address other than loopback without TLS (anyone who reaches "
                    "the port can talk to the node; see README)",
@@ -81,10 +86,25 @@ struct launch_mode {
   int rank_hint = -1;
   std::pair<int, int> nodes{0, 0};  ///< seed: MIN, MAX
   std::string found_by;             ///< --join auto: where the seed came from
+  std::optional<tls_files> tls;
+  std::string name;  ///< --name, or the certificate's with TLS; "" for HOST:PORT
 };
 
 launch_mode read_launch_mode(const option_set& opts, int partitions) {
   launch_mode m;
+  if (opts.given("tls")) {
+    if (!opts.given("tls-name"))
+      throw config_error(
+          "node: --tls needs --tls-name NAME (this node's certificate, e.g. node-2)");
+    m.tls = tls_files{opts.str("tls"), opts.str("tls-name")};
+    m.tls->check();
+    if (opts.given("name") && opts.str("name") != m.tls->name)
+      throw config_error(
+          "node: with --tls the name is the certificate's (--tls-name); drop --name");
+  } else if (opts.given("tls-name")) {
+    throw config_error("node: --tls-name is used only with --tls DIR");
+  }
+  m.name = m.tls ? m.tls->name : opts.given("name") ? opts.str("name") : "";
   const bool joining = opts.given("join") || opts.flag("is-seed");
   if (opts.given("peers") || opts.given("id")) {
     if (joining)
@@ -176,10 +196,11 @@ int run_node(int argc, char** argv) {
   resolve_batch_size(s, meta.num_parts);
   // Without TLS, whoever reaches the port is a peer, and CAF 0.17 allocates whatever payload a
   // connecting peer announces: stay on loopback unless the operator accepts that.
-  if (!is_loopback(mode.listen.host) && !opts.flag("insecure")) {
+  if (!mode.tls && !is_loopback(mode.listen.host) && !opts.flag("insecure")) {
     throw config_error("node: " + mode.listen.host +
                        " is not a loopback address, and nodes do not authenticate each other "
-                       "yet; pass --insecure to publish there anyway (on a trusted network only)");
+                       "yet without --tls DIR (see degnn certs); pass --insecure to publish there "
+                       "anyway (on a trusted network only)");
   }
   auto book = std::make_shared<const partition_book>(load_partition_book(s.partitions));
   auto load_part = [&](int p) {
@@ -207,6 +228,13 @@ int run_node(int argc, char** argv) {
   add_actor_types(cfg);
   add_runtime_types(cfg);
   cfg.load<caf::io::middleman>();
+  if (mode.tls) {
+    // Both sides present a certificate of the cluster CA (CAF requires one once a file is set).
+    cfg.openssl_certificate = mode.tls->certificate().string();
+    cfg.openssl_key = mode.tls->key().string();
+    cfg.openssl_cafile = mode.tls->ca().string();
+    cfg.load<caf::openssl::manager>();
+  }
   // Heartbeats on every connection: a peer that stops answering (SIGSTOP, a cut link) is dropped
   // after the connection timeout, which the coordinator sees as a lost actor.
   const auto heartbeat = std::chrono::milliseconds(opts.integer("heartbeat-ms", 10, 60'000));
@@ -225,10 +253,11 @@ int run_node(int argc, char** argv) {
     seed.emplace(seed_role{
         rendezvous(mode.nodes.first, mode.nodes.second, meta.num_parts,
                    {mode.advertise, mode.listen.port, 0,
-                    opts.given("name") ? opts.str("name")
-                                       : mode.advertise + ":" + std::to_string(mode.listen.port)}),
+                    mode.name.empty() ? mode.advertise + ":" + std::to_string(mode.listen.port)
+                                      : mode.name}),
         std::chrono::milliseconds(
-            static_cast<std::int64_t>(opts.real("last-call", 0, 3600) * 1000))});
+            static_cast<std::int64_t>(opts.real("last-call", 0, 3600) * 1000)),
+        mode.tls});
   }
   // The node actor logs under the name it starts with (it may outlive this function's locals).
   const node_actor node = spawn_node_actor(
@@ -281,7 +310,8 @@ int run_node(int argc, char** argv) {
   }
   // Published as a typed handle, so a peer of another protocol fails at connection time.
   const auto published =
-      sys.middleman().publish(node, mode.listen.port, mode.listen.host.c_str(), true);
+      mode.tls ? caf::openssl::publish(node, mode.listen.port, mode.listen.host.c_str(), true)
+               : sys.middleman().publish(node, mode.listen.port, mode.listen.host.c_str(), true);
   if (!published) {
     throw std::runtime_error(me_name + ": cannot listen on " + mode.listen.str() + ": " +
                              sys.render(published.error()));
@@ -306,9 +336,9 @@ int run_node(int argc, char** argv) {
     } else {
       wire::join_request req{ctx.cluster_id, identity.lines,
                              me.host,        me.port,
-                             mode.rank_hint, opts.given("name") ? opts.str("name") : me.str()};
+                             mode.rank_hint, mode.name.empty() ? me.str() : mode.name};
       say("listening on " + me.str() + ", joining the seed at " + mode.seed_address.str() + how);
-      members = join_cluster(sys, self, mode.seed_address, req, ctx, until);
+      members = join_cluster(sys, self, mode.seed_address, req, mode.tls, ctx, until);
     }
   }
   const int id = members.rank;
@@ -319,10 +349,6 @@ int run_node(int argc, char** argv) {
       std::to_string(members.view.id) + "), listening on " + me.str());
   const deadline until =
       std::chrono::steady_clock::now() + std::chrono::seconds(opts.integer("connect-timeout", 1));
-  // A pair of nodes never sets up its connection at the same time: CAF 0.17's BASP can leave a
-  // route that drops every message when two nodes connect to each other concurrently (seen here
-  // about once in ten 4-node runs). Node K connects to every p < K at once and greets it; p
-  // connects back to K only after K's greeting arrived, over the connection K made.
   std::vector<node_actor> nodes(n);
   nodes[static_cast<size_t>(id)] = node;
   cluster_handles view;
@@ -367,36 +393,45 @@ int run_node(int argc, char** argv) {
       return failure;
     });
   };
+  // Node K connects to every p < K and greets it with its own node actor; p reaches K through
+  // that actor over the same connection. One connection per pair of nodes, made by the higher
+  // rank: CAF 0.17's BASP can leave a route that drops every message when two nodes connect to
+  // each other (seen about once in ten 4-node runs when both did), and with TLS a second
+  // connection between two nodes never carries a reply.
   auto connect_to = [&](size_t p) {
     const auto& m = members.view.members[p];
-    nodes[p] = connect<node_actor>(sys, {m.host, m.port}, until, "node");
+    nodes[p] = connect<node_actor>(sys, {m.host, m.port}, until, "node", mode.tls.has_value());
     ask_until_ready(p, "greeting", [&] {
       caf::error failure;
       self->request(nodes[p], std::chrono::seconds(10), greet_atom_v,
-                    node_greeting{static_cast<std::int32_t>(id), identity.lines})
+                    node_greeting{static_cast<std::int32_t>(id), identity.lines,
+                                  caf::actor_cast<caf::strong_actor_ptr>(node)})
           .receive([](std::int32_t) {}, [&](caf::error& e) { failure = std::move(e); });
       return failure;
     });
     take_workers(p);
   };
-  auto greeted_by = [&](size_t p) {
-    bool yes = false;
+  auto greeting_of = [&](size_t p) {
+    caf::strong_actor_ptr theirs;
     std::string refused;
     self->request(node, std::chrono::seconds(10), greeted_atom_v, static_cast<std::int32_t>(p))
-        .receive([&](bool b) { yes = b; }, [&](caf::error& e) { refused = sys.render(e); });
+        .receive([&](node_greeting& g) { theirs = g.node; },
+                 [&](caf::error& e) { refused = sys.render(e); });
     if (!refused.empty()) fail("refused node " + std::to_string(p) + ": " + refused);
-    return yes;
+    return theirs;
   };
   take_workers(static_cast<size_t>(id));
   for (size_t p = 0; p < static_cast<size_t>(id); ++p)
     connect_to(p);
   for (size_t p = static_cast<size_t>(id) + 1; p < n; ++p) {
-    while (!greeted_by(p)) {
+    caf::strong_actor_ptr theirs;
+    while (!(theirs = greeting_of(p))) {
       if (std::chrono::steady_clock::now() > until)
         fail("node " + std::to_string(p) + " never connected (see --connect-timeout)");
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    connect_to(p);
+    nodes[p] = caf::actor_cast<node_actor>(theirs);
+    take_workers(p);
   }
   const peer_view all = view.view();
   // Through the node actor, which answers node 0's readiness question only from now on.

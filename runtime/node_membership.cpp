@@ -40,10 +40,23 @@ membership await_formation(caf::scoped_actor& self, const node_actor& node,
 }
 
 membership join_cluster(caf::actor_system& sys, caf::scoped_actor& self, const endpoint& seed,
-                        const wire::join_request& me, const wire::context& ctx, deadline until) {
-  const auto node = connect<node_actor>(sys, seed, until, "seed");
+                        wire::join_request me, const std::optional<tls_files>& tls,
+                        const wire::context& ctx, deadline until) {
+  const auto node = connect<node_actor>(sys, seed, until, "seed", tls.has_value());
   std::vector<char> bytes;
   std::string failure;
+  if (tls) {
+    std::vector<char> challenge;
+    self->request(node, left(until), challenge_atom_v)
+        .receive([&](std::vector<char>& c) { challenge = std::move(c); },
+                 [&](caf::error& e) { failure = sys.render(e); });
+    if (challenge.empty())
+      throw std::runtime_error("the seed at " + seed.str() + " gave no challenge: " + failure);
+    join_proof proof = prove(*tls, std::vector<std::uint8_t>(challenge.begin(), challenge.end()));
+    me.certificate = std::move(proof.certificate);
+    me.signature = std::move(proof.signature);
+    me.token_mac = std::move(proof.token_mac);
+  }
   self->request(node, left(until), join_atom_v, wire::encode(ctx, me))
       .receive([&](std::vector<char>& b) { bytes = std::move(b); },
                [&](caf::error& e) { failure = sys.render(e); });

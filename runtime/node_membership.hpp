@@ -5,6 +5,7 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
 
 #include <chrono>
 #include <string>
@@ -31,16 +32,21 @@ wire::membership_view static_view(const std::vector<endpoint>& peers);
 membership await_formation(caf::scoped_actor& self, const node_actor& node,
                            const wire::context& ctx, deadline until);
 
-/// A joiner: reaches the seed (retrying while it is not up yet), asks to join as `me` and waits
-/// for the view; its rank is the member with its address and name.
+/// A joiner: reaches the seed (retrying while it is not up yet), asks to join as `me` (with TLS:
+/// proving its certificate over the seed's challenge) and waits for the view; its rank is the
+/// member with its address and name.
 membership join_cluster(caf::actor_system& sys, caf::scoped_actor& self, const endpoint& seed,
-                        const wire::join_request& me, const wire::context& ctx, deadline until);
+                        wire::join_request me, const std::optional<tls_files>& tls,
+                        const wire::context& ctx, deadline until);
 
 /// Retries a connection until it succeeds or the deadline passes: peers start in any order.
+/// `tls`: through CAF's OpenSSL module (both sides present a certificate of the cluster CA).
 template <class Handle>
-Handle connect(caf::actor_system& sys, const endpoint& e, deadline until, const char* what) {
+Handle connect(caf::actor_system& sys, const endpoint& e, deadline until, const char* what,
+               bool tls) {
   while (true) {
-    auto h = sys.middleman().remote_actor<Handle>(e.host, e.port);
+    auto h = tls ? caf::openssl::remote_actor<Handle>(sys, e.host, e.port)
+                 : sys.middleman().remote_actor<Handle>(e.host, e.port);
     if (h) return *h;
     if (std::chrono::steady_clock::now() > until) {
       throw std::runtime_error(std::string("cannot reach the ") + what + " at " + e.str() + ": " +

@@ -3,7 +3,8 @@
 # Usage (as root): scripts/setup.sh
 set -euo pipefail
 packages=(cmake g++ make pkg-config ccache libcaf-dev libeigen3-dev capnproto libcapnp-dev
-          libgtest-dev libgmock-dev libbenchmark-dev libmetis-dev zlib1g-dev clang-format)
+          libgtest-dev libgmock-dev libbenchmark-dev libmetis-dev zlib1g-dev libssl-dev
+          clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -148,6 +148,9 @@ struct JoinRequest {
   port @3 :UInt16;
   rankHint @4 :Int32;         # the rank it asks for (Slurm's task id), -1 for none
   name @5 :Text;              # the joiner's name in logs and views
+  certificate @6 :Text;       # with TLS: the joiner's certificate (PEM); its name is the name
+  signature @7 :Data;         # with TLS: the seed's challenge signed with the certificate's key
+  tokenMac @8 :Data;          # with TLS: HMAC-SHA256 of the challenge with the job token
 }
 
 struct Member {

@@ -28,27 +28,6 @@ struct run_result {
   double node1_peak_mib = 0;
 };
 
-// A raw TCP connection to the node's port that sends `bytes` and stays open until destroyed.
-class raw_connection {
- public:
-  raw_connection(std::uint16_t port, const std::string& bytes) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(port);
-    connected_ =
-        ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-        ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
-  }
-  ~raw_connection() { ::close(fd_); }
-  bool connected() const { return connected_; }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-};
-
 // A BASP header (CAF 0.17, network byte order): operation, two padding bytes, flags, payload
 // length, operation data, source and destination actor.
 std::string basp_header(std::uint8_t operation, std::uint32_t payload_len,

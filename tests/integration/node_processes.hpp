@@ -107,6 +107,27 @@ inline std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
+// A raw TCP connection to the node's port that sends `bytes` and stays open until destroyed.
+class raw_connection {
+ public:
+  raw_connection(std::uint16_t port, const std::string& bytes) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    connected_ =
+        ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+  }
+  ~raw_connection() { ::close(fd_); }
+  bool connected() const { return connected_; }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
 /// Waits until the file holds `text` or the time is up.
 inline bool wait_for(const fs::path& file, const std::string& text,
                      std::chrono::milliseconds limit) {
