@@ -12,6 +12,7 @@ int bench_train(int argc, char** argv);  ///< `degnn bench train`
 int run_train(int argc, char** argv);
 int run_node(int argc, char** argv);
 int run_certs(int argc, char** argv);
+int run_launch(int argc, char** argv);
 
 /// Prints what `degnn info` shows for a partition output directory.
 int describe_partition_set(const char* dir);

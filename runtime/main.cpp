@@ -15,6 +15,7 @@ void print_help() {
       "commands:\n"
       "  train      train a GNN (GraphSAGE or GCN) and report test accuracy\n"
       "  node       run one node process of a cluster (joins a seed, or a static peer list)\n"
+      "  launch     run a whole cluster on this machine (launch --local N [node options])\n"
       "  certs      make a cluster CA, node and operator key pairs and a job token (TLS)\n"
       "  info       describe a dataset directory or a partition set\n"
       "  generate   write a synthetic graph (degree-corrected SBM) in the OGB raw layout\n"
@@ -32,9 +33,12 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
+  // Line by line even into a pipe (degnn launch, a log collector): progress shows as it happens.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   try {
     if (command == "train") return degnn::run_train(argc - 2, argv + 2);
     if (command == "node") return degnn::run_node(argc - 2, argv + 2);
+    if (command == "launch") return degnn::run_launch(argc - 2, argv + 2);
     if (command == "certs") return degnn::run_certs(argc - 2, argv + 2);
     if (command == "info") return degnn::run_info(argc - 2, argv + 2);
     if (command == "generate") return degnn::run_generate(argc - 2, argv + 2);

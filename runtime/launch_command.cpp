@@ -1,0 +1,239 @@
+// degnn launch --local N [node options]: a whole cluster on this machine. Starts N `degnn node`
+// processes (node 0 the seed on a free loopback port, the others joining it), prefixes every
+// line they print with their rank, forwards Ctrl-C and SIGTERM, stops the others on the first
+// unexpected exit, and returns the worst exit code. Nodes die with the launcher (PDEATHSIG), so
+// no process is left behind even when the launcher itself is killed.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/cli_options.hpp"
+#include "runtime/commands.hpp"
+
+namespace degnn {
+
+namespace {
+
+int signal_pipe[2] = {-1, -1};
+
+void on_signal(int sig) {
+  const char c = static_cast<char>(sig);
+  [[maybe_unused]] const auto n = ::write(signal_pipe[1], &c, 1);
+}
+
+std::uint16_t free_loopback_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  std::uint16_t port = 0;
+  if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(s);
+  if (port == 0) throw std::runtime_error("launch: no free loopback port");
+  return port;
+}
+
+struct node_process {
+  int rank = 0;
+  pid_t pid = -1;
+  int out = -1;         ///< read end of its stdout+stderr
+  std::string pending;  ///< a partial line
+  bool running = true;
+  int code = 0;
+};
+
+node_process start_node(int rank, const std::vector<std::string>& args) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("launch: pipe failed");
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("launch: fork failed");
+  if (pid == 0) {
+    // The node dies with the launcher, whatever kills it.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(1);
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    std::vector<char*> argv;
+    for (const auto& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv("/proc/self/exe", argv.data());
+    std::fprintf(stderr, "launch: cannot start %s: %s\n", args[0].c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  return {rank, pid, fds[0], {}, true, 0};
+}
+
+// Prints the complete lines in `p.pending` (all of it at the end) with the rank in front.
+void flush_lines(node_process& p, bool all) {
+  size_t start = 0;
+  while (true) {
+    const auto nl = p.pending.find('\n', start);
+    if (nl == std::string::npos) break;
+    std::printf("[%d] %.*s\n", p.rank, static_cast<int>(nl - start), p.pending.data() + start);
+    start = nl + 1;
+  }
+  p.pending.erase(0, start);
+  if (all && !p.pending.empty()) {
+    std::printf("[%d] %s\n", p.rank, p.pending.c_str());
+    p.pending.clear();
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_launch(int argc, char** argv) {
+  int nodes = 0;
+  std::string tls;
+  std::vector<std::string> forwarded;
+  // --local N and --tls DIR are the launcher's; every other option goes to each node as given.
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const std::string& name) -> std::string {
+      if (a.rfind(name + "=", 0) == 0) return a.substr(name.size() + 1);
+      if (i + 1 >= argc) throw config_error("launch: " + name + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::printf(
+          "usage: degnn launch --local N [--tls DIR] [node options]\n\n"
+          "Starts N degnn node processes on this machine: node 0 the seed on a free loopback\n"
+          "port, the others joining it (with --tls DIR, node K uses DIR/node-K.*). Every other\n"
+          "option goes to each node (degnn node --help lists them). Output lines carry the\n"
+          "rank; Ctrl-C stops the whole cluster; the exit code is the worst node's.\n");
+      return 0;
+    }
+    if (a == "--local" || a.rfind("--local=", 0) == 0) {
+      const std::string v = value("--local");
+      try {
+        nodes = std::stoi(v);
+      } catch (const std::exception&) {
+        nodes = 0;
+      }
+      if (nodes < 1 || nodes > 256) throw config_error("launch: --local '" + v + "' is not 1..256");
+    } else if (a == "--tls" || a.rfind("--tls=", 0) == 0) {
+      tls = value("--tls");
+    } else {
+      for (const char* own :
+           {"--is-seed", "--join", "--listen", "--tls-name", "--rank-hint", "--peers", "--id"}) {
+        if (a == own || a.rfind(std::string(own) + "=", 0) == 0)
+          throw config_error(std::string("launch: ") + own +
+                             " is set by the launcher for each node");
+      }
+      forwarded.push_back(a);
+    }
+  }
+  if (nodes == 0) throw config_error("launch: --local N is required (nodes on this machine)");
+  const std::string seed = "127.0.0.1:" + std::to_string(free_loopback_port());
+
+  if (::pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("launch: pipe");
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  std::vector<node_process> procs;
+  for (int k = 0; k < nodes; ++k) {
+    std::vector<std::string> args = {"degnn", "node"};
+    if (k == 0) {
+      args.insert(args.end(), {"--is-seed", "--listen", seed, "--nodes", std::to_string(nodes)});
+    } else {
+      args.insert(args.end(), {"--join", seed, "--rank-hint", std::to_string(k)});
+    }
+    if (!tls.empty())
+      args.insert(args.end(), {"--tls", tls, "--tls-name", "node-" + std::to_string(k)});
+    args.insert(args.end(), forwarded.begin(), forwarded.end());
+    procs.push_back(start_node(k, args));
+  }
+  std::fprintf(stderr, "launch: %d nodes, seed at %s\n", nodes, seed.c_str());
+
+  using clock = std::chrono::steady_clock;
+  bool stopping = false;
+  clock::time_point kill_at = clock::time_point::max();
+  auto stop_all = [&](int sig, const std::string& why) {
+    if (!stopping) std::fprintf(stderr, "launch: %s; stopping every node\n", why.c_str());
+    stopping = true;
+    for (auto& p : procs)
+      if (p.running) ::kill(p.pid, sig);
+    // Whatever does not end within 5 s is killed.
+    kill_at = std::min(kill_at, clock::now() + std::chrono::seconds(5));
+  };
+  int running = nodes;
+  while (running > 0) {
+    std::vector<pollfd> fds = {{signal_pipe[0], POLLIN, 0}};
+    for (auto& p : procs)
+      if (p.out >= 0) fds.push_back({p.out, POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 100);
+    if (fds[0].revents & POLLIN) {
+      char sig = 0;
+      while (::read(signal_pipe[0], &sig, 1) == 1)
+        stop_all(sig, sig == SIGINT ? "interrupted" : "terminated");
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      auto& p = *std::find_if(procs.begin(), procs.end(),
+                              [&](const node_process& x) { return x.out == fds[i].fd; });
+      char buf[65536];
+      const ssize_t n = ::read(p.out, buf, sizeof buf);
+      if (n > 0) {
+        p.pending.append(buf, static_cast<size_t>(n));
+        flush_lines(p, false);
+      } else if (n == 0) {
+        flush_lines(p, true);
+        ::close(p.out);
+        p.out = -1;
+      }
+    }
+    for (auto& p : procs) {
+      if (!p.running) continue;
+      int status = 0;
+      if (::waitpid(p.pid, &status, WNOHANG) != p.pid) continue;
+      p.running = false;
+      --running;
+      p.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      if (p.code != 0 && !stopping)
+        stop_all(SIGTERM,
+                 "node " + std::to_string(p.rank) + " exited with " + std::to_string(p.code));
+    }
+    if (clock::now() > kill_at) {
+      for (auto& p : procs)
+        if (p.running) ::kill(p.pid, SIGKILL);
+    }
+  }
+  // Output still in the pipes after the last exit.
+  for (auto& p : procs) {
+    if (p.out < 0) continue;
+    char buf[65536];
+    for (ssize_t n; (n = ::read(p.out, buf, sizeof buf)) > 0;)
+      p.pending.append(buf, static_cast<size_t>(n));
+    flush_lines(p, true);
+    ::close(p.out);
+  }
+  int worst = 0;
+  for (const auto& p : procs)
+    worst = std::max(worst, p.code);
+  std::fprintf(stderr, "launch: every node ended (worst exit code %d)\n", worst);
+  return worst;
+}
+
+}  // namespace degnn

@@ -1,0 +1,130 @@
+// Multi-process tests of `degnn launch --local N` (issue 11 item 6): it runs a whole cluster with
+// each line prefixed by its rank; Ctrl-C, a killed node or a killed launcher end every process
+// within 5 s and leave none behind; the exit code is the worst node's.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+
+#include "tests/integration/node_processes.hpp"
+
+using namespace degnn;
+using namespace degnn::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+class LaunchLocal : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new temp_dir("launch");
+    write_two_metis_parts(fs::path(DEGNN_SOURCE_DIR) / "data/pubmed", dir_->path / "parts");
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  static std::vector<std::string> launch(int nodes, const std::string& epochs) {
+    return {DEGNN_BINARY,
+            "launch",
+            "--local",
+            std::to_string(nodes),
+            "--partitions",
+            (dir_->path / "parts").string(),
+            "--epochs",
+            epochs,
+            "--batch-size",
+            "16",
+            "--fanouts",
+            "5,10",
+            "--hidden",
+            "16",
+            "--no-progress",
+            "--eval-every",
+            "0"};
+  }
+  static fs::path log(const std::string& name) { return dir_->path / (name + ".log"); }
+  static temp_dir* dir_;
+};
+temp_dir* LaunchLocal::dir_ = nullptr;
+
+// The processes whose parent is `parent`.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    const std::string stat = read_file("/proc/" + std::string(e->d_name) + "/stat");
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent && state != 'Z') out.push_back(pid);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// True once none of `pids` exists any more (bounded wait).
+bool all_gone(const std::vector<pid_t>& pids, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    bool any = false;
+    for (pid_t p : pids) {
+      const std::string stat = read_file("/proc/" + std::to_string(p) + "/stat");
+      const auto close = stat.rfind(')');
+      if (close != std::string::npos && stat[close + 2] != 'Z') any = true;
+    }
+    if (!any) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_F(LaunchLocal, RunsAClusterAndPrefixesEachNodesLinesWithItsRank) {
+  child_process l(launch(2, "1"), log("run"));
+  const int rc = l.wait(120s);
+  const std::string out = read_file(log("run"));
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(contains(out, "[0] seed: formed view 1 with 2 nodes")) << out;
+  EXPECT_TRUE(contains(out, "[1] node 1: stopped by the coordinator")) << out;
+  EXPECT_TRUE(contains(out, "[0] {\"node_summary\":true,\"replicas_identical\":true")) << out;
+  EXPECT_TRUE(contains(out, "launch: every node ended (worst exit code 0)")) << out;
+}
+
+TEST_F(LaunchLocal, CtrlCAKilledNodeOrAKilledLauncherEndsEveryProcessWithin5s) {
+  for (const std::string what : {"ctrl-c", "kill node", "kill launcher"}) {
+    child_process l(launch(2, "100000"), log(what));
+    ASSERT_TRUE(wait_for(log(what), "[0] epoch   2", 90s)) << read_file(log(what));
+    const std::vector<pid_t> nodes = children_of(l.pid());
+    ASSERT_EQ(nodes.size(), 2u) << read_file(log(what));
+    const auto t = std::chrono::steady_clock::now();
+    if (what == "ctrl-c") l.signal(SIGINT);
+    if (what == "kill node") ::kill(nodes[1], SIGKILL);
+    if (what == "kill launcher") l.signal(SIGKILL);
+    const int rc = l.wait(10s);
+    EXPECT_TRUE(all_gone(nodes, 6s)) << what << "\n" << read_file(log(what));
+    std::printf("%s: launcher exited %d, every node gone after %.2f s\n", what.c_str(), rc,
+                seconds_since(t));
+    EXPECT_LT(seconds_since(t), 6.0) << what;
+    EXPECT_NE(rc, 0) << what;
+    EXPECT_NE(rc, -1) << what;
+    if (what != "kill launcher") {
+      EXPECT_TRUE(contains(read_file(log(what)), "stopping every node")) << read_file(log(what));
+    }
+  }
+}
+
+TEST_F(LaunchLocal, OptionsTheLauncherSetsItselfAreRefused) {
+  for (const char* own : {"--join", "--is-seed", "--peers"}) {
+    auto args = launch(2, "1");
+    args.push_back(own);
+    args.push_back("x");
+    child_process l(args, log("own"));
+    EXPECT_EQ(l.wait(10s), 1);
+    EXPECT_TRUE(contains(read_file(log("own")), "is set by the launcher")) << read_file(log("own"));
+  }
+}
