@@ -8,6 +8,7 @@
 
 #include "actors/gather.hpp"
 #include "runtime/cluster_identity.hpp"
+#include "runtime/partition_transfer.hpp"
 #include "serialization/wire_membership.hpp"
 
 namespace degnn {
@@ -149,6 +150,27 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
   });
   if (self->state.seed && self->state.seed->joins.full()) form(self);  // a cluster of one
   return {
+      [self](manifest_atom) -> caf::result<std::vector<char>> {
+        auto& st = self->state;
+        if (!st.seed)
+          return actor_error(actor_errc::rejected, "only the seed serves partition files");
+        return wire::encode(wire::context{}, st.seed->files);
+      },
+      [self](chunk_atom, const std::vector<char>& b) -> caf::result<std::vector<char>> {
+        auto& st = self->state;
+        if (!st.seed)
+          return actor_error(actor_errc::rejected, "only the seed serves partition files");
+        try {
+          const auto req = wire::decode_file_chunk_request(wire::context{}, b);
+          return wire::encode(wire::context{},
+                              read_chunk(st.seed->partitions, st.seed->files, req));
+        } catch (const std::exception& e) {
+          if (st.log)
+            st.log("refused a file chunk to " + sender_name(self->current_sender()) + ": " +
+                   e.what());
+          return actor_error(actor_errc::rejected, e.what());
+        }
+      },
       [self](challenge_atom) -> caf::result<std::vector<char>> {
         auto& st = self->state;
         const auto sender = self->current_sender();

@@ -15,6 +15,7 @@
 #include "runtime/cluster_certificates.hpp"
 #include "runtime/rendezvous.hpp"
 #include "runtime/worker_actors.hpp"
+#include "serialization/wire_files.hpp"
 
 namespace degnn {
 
@@ -65,10 +66,14 @@ CAF_ADD_ATOM(degnn_runtime, degnn, formed_atom, "formed")
 CAF_ADD_ATOM(degnn_runtime, degnn, last_call_atom, "lastcall")
 CAF_ADD_ATOM(degnn_runtime, degnn, serve_atom, "serve")
 CAF_ADD_ATOM(degnn_runtime, degnn, challenge_atom, "challenge")
+CAF_ADD_ATOM(degnn_runtime, degnn, manifest_atom, "manifest")
+CAF_ADD_ATOM(degnn_runtime, degnn, chunk_atom, "chunk")
 CAF_END_TYPE_ID_BLOCK(degnn_runtime)
 
 namespace degnn {
 
+/// manifest (-> the seed's partition files as a wire::file_manifest), chunk (a
+/// wire::file_chunk_request -> the wire::file_chunk; the seed only, files of its manifest only),
 /// challenge (-> 32 random bytes a joiner must sign when the cluster uses TLS; the seed only),
 /// join (a wire::join_request -> the encoded wire::membership_view once the cluster formed;
 /// refused with the reason on anything but the seed, on differing settings, a taken address or
@@ -85,7 +90,9 @@ namespace degnn {
 /// each remote actor answered a report; not_ready before), bye (-> true, then the node actor quits
 /// and its node stops).
 using node_actor =
-    caf::typed_actor<caf::replies_to<challenge_atom>::with<std::vector<char>>,
+    caf::typed_actor<caf::replies_to<manifest_atom>::with<std::vector<char>>,
+                     caf::replies_to<chunk_atom, std::vector<char>>::with<std::vector<char>>,
+                     caf::replies_to<challenge_atom>::with<std::vector<char>>,
                      caf::replies_to<join_atom, std::vector<char>>::with<std::vector<char>>,
                      caf::replies_to<formed_atom>::with<std::vector<char>>,
                      caf::reacts_to<last_call_atom>,
@@ -101,7 +108,9 @@ using node_actor =
 struct seed_role {
   rendezvous joins;
   std::chrono::milliseconds last_call{0};
-  std::optional<tls_files> tls;  ///< set: every joiner must prove its certificate and job token
+  std::optional<tls_files> tls;      ///< set: every joiner must prove its certificate and job token
+  std::filesystem::path partitions;  ///< the partition set it serves to nodes that lack files
+  wire::file_manifest files;         ///< ... and its manifest
 };
 
 /// Spawns a node actor. `identity`: this node's cluster identity lines, which every greeting and

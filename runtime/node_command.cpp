@@ -27,145 +27,16 @@
 #include "runtime/commands.hpp"
 #include "runtime/compute_threads.hpp"
 #include "runtime/endpoint.hpp"
+#include "runtime/launch_mode.hpp"
 #include "runtime/node_actor.hpp"
 #include "runtime/node_membership.hpp"
+#include "runtime/partition_transfer.hpp"
 #include "runtime/process_stats.hpp"
 #include "runtime/seed_discovery.hpp"
 #include "runtime/train_options.hpp"
 #include "runtime/worker_actors.hpp"
 
 namespace degnn {
-
-namespace {
-
-std::vector<option_spec> node_option_specs() {
-  auto specs = train_option_specs();
-  specs.push_back({"is-seed", "false", "this node is the seed (rank 0): the others join it", true});
-  specs.push_back({"join", "",
-                   "HOST:PORT of the seed to join, or auto (DEGNN_SEED, Slurm or a Kubernetes "
-                   "StatefulSet)"});
-  specs.push_back({"listen", "127.0.0.1:0",
-                   "HOST:PORT this node listens on with --is-seed/--join (port 0: any free port)"});
-  specs.push_back(
-      {"advertise", "", "host the other nodes reach this one at (default: --listen's)"});
-  specs.push_back(
-      {"nodes", "",
-       "the seed: N or MIN:MAX nodes (default: one per partition); the cluster forms at "
-       "MAX at once, or at MIN after --last-call"});
-  specs.push_back({"last-call", "5", "seconds the seed waits for more nodes once MIN joined"});
-  specs.push_back({"join-timeout", "120", "seconds to wait for the cluster to form"});
-  specs.push_back({"rank-hint", "-1", "the rank this node asks for (taken when free)"});
-  specs.push_back({"name", "", "this node's name in views and logs (default HOST:PORT)"});
-  specs.push_back(
-      {"id", "", "static cluster: this node's index into --peers (node 0 coordinates)"});
-  specs.push_back({"peers", "", "static cluster: HOST:PORT of every node, in node order"});
-  specs.push_back({"connect-timeout", "60", "seconds to wait for all peers"});
-  specs.push_back({"tls", "",
-                   "folder of degnn certs: mutual TLS with DIR/ca.crt, DIR/NAME.crt, DIR/NAME.key "
-                   "and DIR/job.token"});
-  specs.push_back({"tls-name", "", "with --tls: this node's certificate name, e.g. node-2"});
-  specs.push_back({"insecure", "false",
-                   "publish on an address other than loopback without TLS (anyone who reaches "
-                   "the port can talk to the node; see README)",
-                   true});
-  specs.push_back({"heartbeat-ms", "500", "milliseconds between heartbeats on each connection"});
-  specs.push_back({"heartbeat-misses", "20",
-                   "a connection silent for this many heartbeat intervals is dropped and its "
-                   "node counted lost"});
-  return specs;
-}
-
-// How this node takes part: static peers, the seed, or a joiner.
-struct launch_mode {
-  enum { static_peers, seed, joiner } kind = static_peers;
-  std::vector<endpoint> peers;  ///< static
-  int id = 0;                   ///< static
-  endpoint listen;              ///< where this node publishes
-  endpoint seed_address;        ///< joiner
-  std::string advertise;
-  int rank_hint = -1;
-  std::pair<int, int> nodes{0, 0};  ///< seed: MIN, MAX
-  std::string found_by;             ///< --join auto: where the seed came from
-  std::optional<tls_files> tls;
-  std::string name;  ///< --name, or the certificate's with TLS; "" for HOST:PORT
-};
-
-launch_mode read_launch_mode(const option_set& opts, int partitions) {
-  launch_mode m;
-  if (opts.given("tls")) {
-    if (!opts.given("tls-name"))
-      throw config_error(
-          "node: --tls needs --tls-name NAME (this node's certificate, e.g. node-2)");
-    m.tls = tls_files{opts.str("tls"), opts.str("tls-name")};
-    m.tls->check();
-    if (opts.given("name") && opts.str("name") != m.tls->name)
-      throw config_error(
-          "node: with --tls the name is the certificate's (--tls-name); drop --name");
-  } else if (opts.given("tls-name")) {
-    throw config_error("node: --tls-name is used only with --tls DIR");
-  }
-  m.name = m.tls ? m.tls->name : opts.given("name") ? opts.str("name") : "";
-  const bool joining = opts.given("join") || opts.flag("is-seed");
-  if (opts.given("peers") || opts.given("id")) {
-    if (joining)
-      throw config_error(
-          "node: --peers/--id (a static cluster) and --is-seed/--join exclude each other");
-    if (!opts.given("id")) throw config_error("node: --id K is required with --peers");
-    m.peers = parse_peers(opts.str("peers"));
-    m.id = static_cast<int>(opts.integer("id", 0, static_cast<std::int64_t>(m.peers.size()) - 1));
-    if (static_cast<int>(m.peers.size()) != partitions) {
-      throw config_error("node: the partition set has " + std::to_string(partitions) +
-                         " partitions but --peers names " + std::to_string(m.peers.size()) +
-                         " nodes");
-    }
-    m.listen = m.peers[static_cast<size_t>(m.id)];
-    m.advertise = m.listen.host;
-    return m;
-  }
-  if (!joining) {
-    throw config_error(
-        "node: say how the cluster forms: --is-seed on one node and --join HOST:PORT on the "
-        "others, "
-        "--join auto, or a static --peers list with --id");
-  }
-  for (const char* key : {"id", "peers"})
-    if (opts.given(key))
-      throw config_error(std::string("node: --") + key + " is for static clusters");
-  m.listen = parse_endpoint(opts.str("listen"), "--listen", true);
-  m.rank_hint = static_cast<int>(opts.integer("rank-hint", -1, partitions - 1));
-  m.kind = opts.flag("is-seed") ? launch_mode::seed : launch_mode::joiner;
-  int expected = 0;
-  if (opts.str("join") == "auto") {
-    const auto [shortname, fqdn] = local_host_names();
-    const discovered_seed d = discover_seed(std::getenv, shortname, fqdn, m.listen.port);
-    m.found_by = d.source;
-    m.seed_address = d.seed;
-    if (d.is_seed) m.kind = launch_mode::seed;
-    if (!opts.given("rank-hint")) m.rank_hint = d.rank_hint;
-    expected = d.expected_nodes;
-  } else if (opts.given("join")) {
-    if (opts.flag("is-seed"))
-      throw config_error("node: --is-seed and --join HOST:PORT exclude each other");
-    m.seed_address = parse_endpoint(opts.str("join"), "--join");
-  }
-  if (m.kind == launch_mode::seed && m.listen.port == 0)
-    throw config_error("node: the seed needs a fixed port in --listen (the others join there)");
-  m.nodes = opts.given("nodes") ? parse_node_range(opts.str("nodes"))
-            : expected > 0      ? std::pair<int, int>{expected, expected}
-                                : std::pair<int, int>{partitions, partitions};
-  if (m.nodes.second > partitions) {
-    throw config_error("node: --nodes allows " + std::to_string(m.nodes.second) +
-                       " nodes but the partition set has " + std::to_string(partitions) +
-                       " partitions (a node serves one or more)");
-  }
-  m.advertise = opts.given("advertise") ? opts.str("advertise") : m.listen.host;
-  if (m.advertise == "0.0.0.0" || m.advertise == "::")
-    throw config_error("node: --listen " + m.listen.host +
-                       " needs --advertise HOST (the address the others reach)");
-  return m;
-}
-
-}  // namespace
 
 int run_node(int argc, char** argv) {
   option_set opts(
@@ -189,11 +60,7 @@ int run_node(int argc, char** argv) {
   if (!opts.given("partitions"))
     throw config_error("node: --partitions DIR is required (made by degnn partition)");
   train_settings s = read_train_settings(opts);
-  // Everything that can be checked is checked before any actor starts: an error after that point
-  // must first stop the actors (see `stopper` below).
-  const partition_meta meta = load_partition_meta(s.partitions);
-  const launch_mode mode = read_launch_mode(opts, meta.num_parts);
-  resolve_batch_size(s, meta.num_parts);
+  launch_mode mode = read_launch_mode(opts);
   // Without TLS, whoever reaches the port is a peer, and CAF 0.17 allocates whatever payload a
   // connecting peer announces: stay on loopback unless the operator accepts that.
   if (!mode.tls && !is_loopback(mode.listen.host) && !opts.flag("insecure")) {
@@ -202,6 +69,80 @@ int run_node(int argc, char** argv) {
                        "yet without --tls DIR (see degnn certs); pass --insecure to publish there "
                        "anyway (on a trusted network only)");
   }
+  caf::actor_system_config cfg;
+  if (s.threads > 0) use_compute_threads(cfg, s.threads);
+  add_actor_types(cfg);
+  add_runtime_types(cfg);
+  cfg.load<caf::io::middleman>();
+  if (mode.tls) {
+    // Both sides present a certificate of the cluster CA (CAF requires one once a file is set).
+    cfg.openssl_certificate = mode.tls->certificate().string();
+    cfg.openssl_key = mode.tls->key().string();
+    cfg.openssl_cafile = mode.tls->ca().string();
+    cfg.load<caf::openssl::manager>();
+  }
+  // Heartbeats on every connection: a peer that stops answering (SIGSTOP, a cut link) is dropped
+  // after the connection timeout, which the coordinator sees as a lost actor.
+  const auto heartbeat = std::chrono::milliseconds(opts.integer("heartbeat-ms", 10, 60'000));
+  cfg.set("middleman.heartbeat-interval", caf::timespan{heartbeat});
+  cfg.set("middleman.connection-timeout",
+          caf::timespan{heartbeat * opts.integer("heartbeat-misses", 2, 1000)});
+  caf::actor_system sys{cfg};
+  const deadline join_until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(opts.integer("join-timeout", 1));
+  // A joiner needs no shared filesystem: the files it lacks (or holds with another checksum)
+  // come from the seed, the set's description now and its partitions once it has a rank.
+  std::optional<caf::scoped_actor> transfer;
+  node_actor seed_node;
+  wire::file_manifest seed_files;
+  auto fetch_from_seed = [&](const std::vector<std::string>& paths) {
+    const auto st = fetch_files(
+        s.partitions, seed_files, paths,
+        [&](const std::vector<std::vector<char>>& reqs) {
+          auto& self = *transfer;
+          std::vector<decltype(self->request(seed_node, std::chrono::seconds(60), chunk_atom_v,
+                                             reqs.front()))>
+              pending;
+          for (const auto& r : reqs)
+            pending.push_back(self->request(seed_node, std::chrono::seconds(60), chunk_atom_v, r));
+          std::vector<std::vector<char>> replies(reqs.size());
+          std::string failure;
+          for (size_t i = 0; i < pending.size(); ++i) {
+            pending[i].receive([&](std::vector<char>& r) { replies[i] = std::move(r); },
+                               [&](caf::error& e) { failure = sys.render(e); });
+          }
+          if (!failure.empty()) throw std::runtime_error("fetching from the seed: " + failure);
+          return replies;
+        },
+        wire::context{}, 256u << 10, 4,
+        [](const std::string& line) { std::fprintf(stderr, "joiner: %s\n", line.c_str()); });
+    if (st.files_fetched > 0) {
+      std::fprintf(stderr, "joiner: fetched %d files, %.1f MB in %.2f s (%.0f MB/s); %d present\n",
+                   st.files_fetched, static_cast<double>(st.bytes) / 1e6, st.seconds,
+                   static_cast<double>(st.bytes) / 1e6 / std::max(st.seconds, 1e-9),
+                   st.files_present);
+    }
+  };
+  if (mode.kind == launch_mode::joiner) {
+    transfer.emplace(sys);
+    seed_node =
+        connect<node_actor>(sys, mode.seed_address, join_until, "seed", mode.tls.has_value());
+    std::string failure;
+    (*transfer)
+        ->request(seed_node, std::chrono::seconds(30), manifest_atom_v)
+        .receive([&](std::vector<char>& b) { seed_files = wire::decode_file_manifest({}, b); },
+                 [&](caf::error& e) { failure = sys.render(e); });
+    if (!failure.empty())
+      throw std::runtime_error("joiner: the seed at " + mode.seed_address.str() +
+                               " listed no partition files: " + failure);
+    std::filesystem::create_directories(s.partitions);
+    fetch_from_seed({kPartitionMetaName, "owner.bin"});
+  }
+  // Everything that can be checked is checked before any actor starts: an error after that point
+  // must first stop the actors (see `stopper` below).
+  const partition_meta meta = load_partition_meta(s.partitions);
+  mode.fit_partitions(meta.num_parts);
+  resolve_batch_size(s, meta.num_parts);
   auto book = std::make_shared<const partition_book>(load_partition_book(s.partitions));
   auto load_part = [&](int p) {
     auto loaded = std::make_shared<graph_partition>(load_partition(s.partitions, p));
@@ -223,25 +164,6 @@ int run_node(int argc, char** argv) {
   std::optional<training_report> report;
   if (coordinates) report.emplace(meta.dataset_name + "/node-cluster", s.metrics, s.progress);
 
-  caf::actor_system_config cfg;
-  if (s.threads > 0) use_compute_threads(cfg, s.threads);
-  add_actor_types(cfg);
-  add_runtime_types(cfg);
-  cfg.load<caf::io::middleman>();
-  if (mode.tls) {
-    // Both sides present a certificate of the cluster CA (CAF requires one once a file is set).
-    cfg.openssl_certificate = mode.tls->certificate().string();
-    cfg.openssl_key = mode.tls->key().string();
-    cfg.openssl_cafile = mode.tls->ca().string();
-    cfg.load<caf::openssl::manager>();
-  }
-  // Heartbeats on every connection: a peer that stops answering (SIGSTOP, a cut link) is dropped
-  // after the connection timeout, which the coordinator sees as a lost actor.
-  const auto heartbeat = std::chrono::milliseconds(opts.integer("heartbeat-ms", 10, 60'000));
-  cfg.set("middleman.heartbeat-interval", caf::timespan{heartbeat});
-  cfg.set("middleman.connection-timeout",
-          caf::timespan{heartbeat * opts.integer("heartbeat-misses", 2, 1000)});
-  caf::actor_system sys{cfg};
   std::string me_name = mode.kind == launch_mode::static_peers ? "node " + std::to_string(mode.id)
                         : mode.kind == launch_mode::seed       ? "seed"
                                                                : "joiner";
@@ -257,7 +179,7 @@ int run_node(int argc, char** argv) {
                                       : mode.name}),
         std::chrono::milliseconds(
             static_cast<std::int64_t>(opts.real("last-call", 0, 3600) * 1000)),
-        mode.tls});
+        mode.tls, s.partitions, manifest_of(s.partitions)});
   }
   // The node actor logs under the name it starts with (it may outlive this function's locals).
   const node_actor node = spawn_node_actor(
@@ -323,8 +245,7 @@ int run_node(int argc, char** argv) {
   if (mode.kind == launch_mode::static_peers) {
     members = served_static;
   } else {
-    const deadline until =
-        std::chrono::steady_clock::now() + std::chrono::seconds(opts.integer("join-timeout", 1));
+    const deadline until = join_until;
     const std::string how = mode.found_by.empty() ? "" : " (found through " + mode.found_by + ")";
     if (mode.kind == launch_mode::seed) {
       say("listening on " + me.str() + how + " as the seed, waiting for " +
@@ -344,6 +265,12 @@ int run_node(int argc, char** argv) {
   const int id = members.rank;
   const auto n = members.view.members.size();
   me_name = "node " + std::to_string(id);
+  if (mode.kind == launch_mode::joiner) {
+    std::vector<std::string> mine;
+    for (int p : members.view.members[static_cast<size_t>(id)].partitions)
+      mine.push_back(partition_file(p));
+    fetch_from_seed(mine);
+  }
   if (mode.kind != launch_mode::static_peers) served = serve(members);
   say("partition " + served + " (" + std::to_string(n) + " nodes, view " +
       std::to_string(members.view.id) + "), listening on " + me.str());

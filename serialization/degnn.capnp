@@ -166,3 +166,31 @@ struct MembershipView {
   viewId @1 :UInt64;          # grows with every change of membership
   members @2 :List(Member);   # in rank order, rank 0 first (the seed)
 }
+
+# -- partition files streamed from the seed to a node that lacks them (runtime/) --
+
+struct FileEntry {
+  path @0 :Text;              # relative to the partition folder, e.g. part-2/partition.bin
+  size @1 :UInt64;
+  crc32 @2 :UInt32;           # of the whole file (zlib's CRC-32)
+}
+
+struct FileManifest {
+  header @0 :Header;          # clusterId 0: fetched before the joiner's settings are known
+  files @1 :List(FileEntry);
+}
+
+struct FileChunkRequest {
+  header @0 :Header;
+  path @1 :Text;              # a path of the manifest, exactly
+  offset @2 :UInt64;
+  length @3 :UInt32;          # at most 4 MiB
+}
+
+struct FileChunk {
+  header @0 :Header;
+  path @1 :Text;
+  offset @2 :UInt64;
+  data @3 :Data;
+  crc32 @4 :UInt32;           # of data: a chunk damaged on the way is asked for again
+}

@@ -239,3 +239,45 @@ TEST_F(SeedJoin, AClusterThatCannotFormEndsEveryNodeWithAClearError) {
   EXPECT_TRUE(contains(read_file(log("lonely")), "cannot reach the seed at 127.0.0.1:"))
       << read_file(log("lonely"));
 }
+
+TEST_F(SeedJoin, NodesWithEmptyFoldersGetTheirPartitionsFromTheSeedAndTrainLikeOneProcess) {
+  const std::uint16_t port = free_port_pair();
+  const std::string seed = "127.0.0.1:" + std::to_string(port);
+  child_process s(node_args({"--is-seed", "--listen", seed}), log("stream0"));
+  std::vector<std::unique_ptr<child_process>> joiners;
+  for (int k = 1; k < 4; ++k) {
+    auto args = node_args({"--join", seed, "--rank-hint", std::to_string(k)});
+    // Their own, empty folders instead of the seed's.
+    *(std::find(args.begin(), args.end(), "--partitions") + 1) =
+        (dir_->path / ("empty-" + std::to_string(k))).string();
+    joiners.push_back(std::make_unique<child_process>(args, log("stream" + std::to_string(k))));
+  }
+  const int rc0 = s.wait(120s);
+  const std::string out0 = read_file(log("stream0"));
+  ASSERT_EQ(rc0, 0) << out0;
+  for (int k = 1; k < 4; ++k) {
+    const std::string out = read_file(log("stream" + std::to_string(k)));
+    EXPECT_EQ(joiners[static_cast<size_t>(k - 1)]->wait(30s), 0) << out;
+    EXPECT_TRUE(contains(out, "fetched part-" + std::to_string(k) + "/partition.bin")) << out;
+    const fs::path mine = dir_->path / ("empty-" + std::to_string(k));
+    EXPECT_EQ(read_file(mine / ("part-" + std::to_string(k)) / "partition.bin"),
+              read_file(dir_->path / "parts" / ("part-" + std::to_string(k)) / "partition.bin"));
+    EXPECT_FALSE(fs::exists(mine / "part-0")) << "only its own partition is fetched";
+  }
+  expect_like_one_process(out0);
+  // Started again, the same nodes download nothing.
+  child_process again(node_args({"--is-seed", "--listen", seed}), log("again0"));
+  std::vector<std::unique_ptr<child_process>> rejoiners;
+  for (int k = 1; k < 4; ++k) {
+    auto args = node_args({"--join", seed, "--rank-hint", std::to_string(k)});
+    *(std::find(args.begin(), args.end(), "--partitions") + 1) =
+        (dir_->path / ("empty-" + std::to_string(k))).string();
+    rejoiners.push_back(std::make_unique<child_process>(args, log("again" + std::to_string(k))));
+  }
+  ASSERT_EQ(again.wait(120s), 0) << read_file(log("again0"));
+  for (int k = 1; k < 4; ++k) {
+    const std::string out = read_file(log("again" + std::to_string(k)));
+    EXPECT_EQ(rejoiners[static_cast<size_t>(k - 1)]->wait(30s), 0) << out;
+    EXPECT_FALSE(contains(out, "fetched")) << out;
+  }
+}

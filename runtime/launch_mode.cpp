@@ -1,0 +1,131 @@
+// Reading a node's cluster options.
+#include "runtime/launch_mode.hpp"
+
+#include <cstdlib>
+
+#include "runtime/rendezvous.hpp"
+#include "runtime/seed_discovery.hpp"
+#include "runtime/train_options.hpp"
+
+namespace degnn {
+
+std::vector<option_spec> node_option_specs() {
+  auto specs = train_option_specs();
+  specs.push_back({"is-seed", "false", "this node is the seed (rank 0): the others join it", true});
+  specs.push_back({"join", "",
+                   "HOST:PORT of the seed to join, or auto (DEGNN_SEED, Slurm or a Kubernetes "
+                   "StatefulSet)"});
+  specs.push_back({"listen", "127.0.0.1:0",
+                   "HOST:PORT this node listens on with --is-seed/--join (port 0: any free port)"});
+  specs.push_back(
+      {"advertise", "", "host the other nodes reach this one at (default: --listen's)"});
+  specs.push_back(
+      {"nodes", "",
+       "the seed: N or MIN:MAX nodes (default: one per partition); the cluster forms at "
+       "MAX at once, or at MIN after --last-call"});
+  specs.push_back({"last-call", "5", "seconds the seed waits for more nodes once MIN joined"});
+  specs.push_back({"join-timeout", "120", "seconds to wait for the cluster to form"});
+  specs.push_back({"rank-hint", "-1", "the rank this node asks for (taken when free)"});
+  specs.push_back({"name", "", "this node's name in views and logs (default HOST:PORT)"});
+  specs.push_back(
+      {"id", "", "static cluster: this node's index into --peers (node 0 coordinates)"});
+  specs.push_back({"peers", "", "static cluster: HOST:PORT of every node, in node order"});
+  specs.push_back({"connect-timeout", "60", "seconds to wait for all peers"});
+  specs.push_back({"tls", "",
+                   "folder of degnn certs: mutual TLS with DIR/ca.crt, DIR/NAME.crt, DIR/NAME.key "
+                   "and DIR/job.token"});
+  specs.push_back({"tls-name", "", "with --tls: this node's certificate name, e.g. node-2"});
+  specs.push_back({"insecure", "false",
+                   "publish on an address other than loopback without TLS (anyone who reaches "
+                   "the port can talk to the node; see README)",
+                   true});
+  specs.push_back({"heartbeat-ms", "500", "milliseconds between heartbeats on each connection"});
+  specs.push_back({"heartbeat-misses", "20",
+                   "a connection silent for this many heartbeat intervals is dropped and its "
+                   "node counted lost"});
+  return specs;
+}
+
+launch_mode read_launch_mode(const option_set& opts) {
+  launch_mode m;
+  if (opts.given("tls")) {
+    if (!opts.given("tls-name"))
+      throw config_error(
+          "node: --tls needs --tls-name NAME (this node's certificate, e.g. node-2)");
+    m.tls = tls_files{opts.str("tls"), opts.str("tls-name")};
+    m.tls->check();
+    if (opts.given("name") && opts.str("name") != m.tls->name)
+      throw config_error(
+          "node: with --tls the name is the certificate's (--tls-name); drop --name");
+  } else if (opts.given("tls-name")) {
+    throw config_error("node: --tls-name is used only with --tls DIR");
+  }
+  m.name = m.tls ? m.tls->name : opts.given("name") ? opts.str("name") : "";
+  const bool joining = opts.given("join") || opts.flag("is-seed");
+  if (opts.given("peers") || opts.given("id")) {
+    if (joining)
+      throw config_error(
+          "node: --peers/--id (a static cluster) and --is-seed/--join exclude each other");
+    if (!opts.given("id")) throw config_error("node: --id K is required with --peers");
+    m.peers = parse_peers(opts.str("peers"));
+    m.id = static_cast<int>(opts.integer("id", 0, static_cast<std::int64_t>(m.peers.size()) - 1));
+    m.listen = m.peers[static_cast<size_t>(m.id)];
+    m.advertise = m.listen.host;
+    return m;
+  }
+  if (!joining) {
+    throw config_error(
+        "node: say how the cluster forms: --is-seed on one node and --join HOST:PORT on the "
+        "others, "
+        "--join auto, or a static --peers list with --id");
+  }
+  for (const char* key : {"id", "peers"})
+    if (opts.given(key))
+      throw config_error(std::string("node: --") + key + " is for static clusters");
+  m.listen = parse_endpoint(opts.str("listen"), "--listen", true);
+  m.rank_hint = static_cast<int>(opts.integer("rank-hint", -1, 65535));
+  m.kind = opts.flag("is-seed") ? launch_mode::seed : launch_mode::joiner;
+  int expected = 0;
+  if (opts.str("join") == "auto") {
+    const auto [shortname, fqdn] = local_host_names();
+    const discovered_seed d = discover_seed(std::getenv, shortname, fqdn, m.listen.port);
+    m.found_by = d.source;
+    m.seed_address = d.seed;
+    if (d.is_seed) m.kind = launch_mode::seed;
+    if (!opts.given("rank-hint")) m.rank_hint = d.rank_hint;
+    expected = d.expected_nodes;
+  } else if (opts.given("join")) {
+    if (opts.flag("is-seed"))
+      throw config_error("node: --is-seed and --join HOST:PORT exclude each other");
+    m.seed_address = parse_endpoint(opts.str("join"), "--join");
+  }
+  if (m.kind == launch_mode::seed && m.listen.port == 0)
+    throw config_error("node: the seed needs a fixed port in --listen (the others join there)");
+  m.nodes = opts.given("nodes") ? parse_node_range(opts.str("nodes"))
+            : expected > 0      ? std::pair<int, int>{expected, expected}
+                                : std::pair<int, int>{0, 0};
+  m.advertise = opts.given("advertise") ? opts.str("advertise") : m.listen.host;
+  if (m.advertise == "0.0.0.0" || m.advertise == "::")
+    throw config_error("node: --listen " + m.listen.host +
+                       " needs --advertise HOST (the address the others reach)");
+  return m;
+}
+
+void launch_mode::fit_partitions(int partitions) {
+  if (kind == static_peers) {
+    if (static_cast<int>(peers.size()) != partitions) {
+      throw config_error("node: the partition set has " + std::to_string(partitions) +
+                         " partitions but --peers names " + std::to_string(peers.size()) +
+                         " nodes");
+    }
+    return;
+  }
+  if (nodes.first == 0) nodes = {partitions, partitions};
+  if (nodes.second > partitions) {
+    throw config_error("node: --nodes allows " + std::to_string(nodes.second) +
+                       " nodes but the partition set has " + std::to_string(partitions) +
+                       " partitions (a node serves one or more)");
+  }
+}
+
+}  // namespace degnn
