@@ -9,6 +9,7 @@ struct Header {
   clusterId @1 :UInt64;  # all nodes of one training run share it
   step @2 :UInt64;       # global step the message belongs to (0 for control)
   sender @3 :Int32;      # partition / worker id of the sender
+  viewId @4 :UInt16;     # membership view the sender was in (in a free slot: no byte more)
 }
 
 # -- centralized pipeline: sampling and feature pulls --

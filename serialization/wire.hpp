@@ -20,9 +20,11 @@ class wire_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// What every message is checked against: the protocol version and this run's cluster id.
+/// What every message is checked against: the protocol version, this run's cluster id and the
+/// membership view (a message of an older view, sent before a membership change, is refused).
 struct context {
   std::uint64_t cluster_id = 0;
+  std::uint16_t view_id = 1;
   std::size_t max_bytes = std::size_t{1} << 30;  ///< larger buffers are rejected unread
 };
 

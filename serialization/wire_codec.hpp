@@ -23,6 +23,7 @@ void fill_header(Builder root, const context& c, const header& h) {
   hb.setClusterId(c.cluster_id);
   hb.setStep(h.step);
   hb.setSender(h.sender);
+  hb.setViewId(c.view_id);
 }
 
 inline bytes to_bytes(capnp::MallocMessageBuilder& mb) {
@@ -73,6 +74,11 @@ class reader {
       if (c && h.getClusterId() != c->cluster_id) {
         fail("message from another cluster (id " + std::to_string(h.getClusterId()) + ", ours " +
              std::to_string(c->cluster_id) + ")");
+      }
+      if (c && h.getViewId() != c->view_id) {
+        fail(std::string("message of ") + (h.getViewId() < c->view_id ? "an older" : "a newer") +
+             " membership view (" + std::to_string(h.getViewId()) + ", ours " +
+             std::to_string(c->view_id) + ")");
       }
       return r;
     } catch (const kj::Exception& e) {

@@ -83,6 +83,25 @@ TEST(Wire, RejectsAMessageFromAnotherCluster) {
   }
 }
 
+TEST(Wire, RejectsAMessageOfAnotherMembershipViewAtNoExtraByte) {
+  const auto old_view = encode(context{.cluster_id = 77, .view_id = 1}, some_response());
+  const context after_change{.cluster_id = 77, .view_id = 2};
+  try {
+    decode_sample_response(after_change, old_view);
+    FAIL() << "accepted";
+  } catch (const wire_error& e) {
+    EXPECT_NE(std::string(e.what()).find("older membership view (1, ours 2)"), std::string::npos)
+        << e.what();
+  }
+  const auto new_view = encode(after_change, some_response());
+  EXPECT_THROW(decode_sample_response(ctx, new_view), wire_error);
+  // The view id sits in a free slot of the header: stamping it costs no byte.
+  EXPECT_EQ(old_view.size(), new_view.size());
+  EXPECT_EQ(old_view.size(),
+            encode(context{.cluster_id = 77, .view_id = 0}, some_response()).size());
+  EXPECT_EQ(decode_sample_response(after_change, new_view).neighbors, some_response().neighbors);
+}
+
 TEST(Wire, RejectsAnotherProtocolVersion) {
   auto b = encode(ctx, some_response());
   // The header struct's first data word starts with the version (UInt16): find and bump it.
