@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <functional>
 #include <optional>
+#include <regex>
 #include <thread>
 
 #include "actors/coordinator.hpp"
@@ -412,7 +413,18 @@ int run_node(int argc, char** argv) {
     result = drive_training(coord, s, rc, batches_per_epoch(train_sizes, s.batch_size), *report,
                             [&](std::uint64_t, double loss) { losses.push_back(loss); });
   } catch (const std::exception& e) {
-    throw std::runtime_error(me_name + ": " + e.what());  // partition p is node p's
+    // The coordinator names partitions; the operator wants the node (rank, name, address).
+    std::string what = e.what();
+    std::smatch m;
+    if (std::regex_search(what, m, std::regex(R"(partition (\d+)'s)"))) {
+      const int rank = members.view.rank_of_partition(std::stoi(m[1].str()));
+      if (rank >= 0) {
+        const auto& who = members.view.members[static_cast<size_t>(rank)];
+        what += " [partition " + m[1].str() + " is node " + std::to_string(rank) + ", " + who.name +
+                " at " + who.host + ":" + std::to_string(who.port) + "]";
+      }
+    }
+    throw std::runtime_error(me_name + ": " + what);
   }
   report->finish();
   // Summary for scripts and the two-process test: per-step losses and the run's traffic.

@@ -120,7 +120,7 @@ SeedJoin::reference* SeedJoin::local_ = nullptr;
 TEST_F(SeedJoin, FourNodesFormTheClusterInEveryStartOrderAndTrainLikeOneProcess) {
   std::mt19937 rng(7);
   std::vector<std::vector<int>> orders = {{0, 1, 2, 3}, {1, 2, 3, 0}, {2, 0, 3, 1}};
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 17; ++i) {
     std::vector<int> o = {0, 1, 2, 3};
     std::shuffle(o.begin(), o.end(), rng);
     orders.push_back(o);
@@ -138,7 +138,7 @@ TEST_F(SeedJoin, FourNodesFormTheClusterInEveryStartOrderAndTrainLikeOneProcess)
       procs[static_cast<size_t>(who)] = std::make_unique<child_process>(
           args, log("order" + std::to_string(run) + "-" + std::to_string(who)));
       last_start = std::chrono::steady_clock::now();
-      std::this_thread::sleep_for(std::chrono::milliseconds(30 * who));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10 * who));
     }
     const fs::path log0 = log("order" + std::to_string(run) + "-0");
     ASSERT_TRUE(wait_for(log0, "formed view 1 with 4 nodes", 60s)) << read_file(log0);
@@ -279,5 +279,38 @@ TEST_F(SeedJoin, NodesWithEmptyFoldersGetTheirPartitionsFromTheSeedAndTrainLikeO
     const std::string out = read_file(log("again" + std::to_string(k)));
     EXPECT_EQ(rejoiners[static_cast<size_t>(k - 1)]->wait(30s), 0) << out;
     EXPECT_FALSE(contains(out, "fetched")) << out;
+  }
+}
+
+TEST_F(SeedJoin, APausedOrKilledMemberIsReportedByEveryOtherNodeWithinTheBound) {
+  // Heartbeats every 200 ms, a connection silent for 10 of them (2 s) is dropped.
+  for (const std::string how : {"SIGSTOP", "SIGKILL"}) {
+    const std::uint16_t port = free_port_pair();
+    const std::string seed = "127.0.0.1:" + std::to_string(port);
+    const std::vector<std::string> beat = {"--epochs",           "100000", "--heartbeat-ms", "200",
+                                           "--heartbeat-misses", "10",     "--nodes",        "3"};
+    auto args = [&](std::vector<std::string> a) {
+      a.insert(a.end(), beat.begin(), beat.end());
+      return node_args(a);  // the later --epochs wins: run until the fault
+    };
+    child_process s(args({"--is-seed", "--listen", seed}), log(how + "0"));
+    child_process a(args({"--join", seed, "--rank-hint", "1"}), log(how + "1"));
+    child_process b(args({"--join", seed, "--rank-hint", "2", "--name", "victim"}), log(how + "2"));
+    ASSERT_TRUE(wait_for(log(how + "0"), "epoch   2", 90s)) << read_file(log(how + "0"));
+    b.signal(how == "SIGSTOP" ? SIGSTOP : SIGKILL);
+    const auto t = std::chrono::steady_clock::now();
+    const int rc0 = s.wait(30s);
+    const double t0 = seconds_since(t);
+    const int rc1 = a.wait(30s);
+    const double t1 = seconds_since(t);
+    const std::string out0 = read_file(log(how + "0")), out1 = read_file(log(how + "1"));
+    std::printf("%s of node 2 (of 3): node 0 stopped after %.2f s, node 1 after %.2f s\n",
+                how.c_str(), t0, t1);
+    EXPECT_EQ(rc0, 1) << out0;
+    EXPECT_TRUE(contains(out0, "[partition 2 is node 2, victim at 127.0.0.1:")) << out0;
+    EXPECT_EQ(rc1, 1) << out1;
+    EXPECT_TRUE(contains(out1, "lost the coordinator")) << out1;
+    EXPECT_LT(t1, how == "SIGSTOP" ? 10.0 : 5.0);
+    b.signal(SIGKILL);
   }
 }
