@@ -39,6 +39,9 @@ std::vector<option_spec> node_option_specs() {
                    "publish on an address other than loopback without TLS (anyone who reaches "
                    "the port can talk to the node; see README)",
                    true});
+  specs.push_back({"http", "",
+                   "node 0: serve GET /status (JSON) and /metrics (Prometheus) on ADDR:PORT "
+                   "(loopback unless --insecure)"});
   specs.push_back({"heartbeat-ms", "500", "milliseconds between heartbeats on each connection"});
   // 60 s: a node's CAF middleman sends no heartbeat while it serializes one large message, and
   // the exact-inference history set-up on the 1M-node synthetic graph (4 nodes, 2 cores) went

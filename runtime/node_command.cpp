@@ -28,12 +28,14 @@
 #include "runtime/commands.hpp"
 #include "runtime/compute_threads.hpp"
 #include "runtime/endpoint.hpp"
+#include "runtime/http_endpoint.hpp"
 #include "runtime/launch_mode.hpp"
 #include "runtime/node_actor.hpp"
 #include "runtime/node_membership.hpp"
 #include "runtime/partition_transfer.hpp"
 #include "runtime/process_stats.hpp"
 #include "runtime/seed_discovery.hpp"
+#include "runtime/status_board.hpp"
 #include "runtime/train_options.hpp"
 #include "runtime/worker_actors.hpp"
 
@@ -164,6 +166,26 @@ int run_node(int argc, char** argv) {
   // Node 0 opens its metrics file now: a bad path is refused before the cluster forms.
   std::optional<training_report> report;
   if (coordinates) report.emplace(meta.dataset_name + "/node-cluster", s.metrics, s.progress);
+  // Node 0's read-only HTTP endpoint, up before the cluster forms (a bad address is refused now).
+  std::optional<status_board> board;
+  std::optional<http_endpoint> http;
+  if (opts.given("http")) {
+    if (coordinates) {
+      const endpoint where = parse_endpoint(opts.str("http"), "--http", true);
+      if (!is_loopback(where.host) && !opts.flag("insecure")) {
+        throw config_error("node: --http " + where.host +
+                           " is not a loopback address; pass --insecure to serve the training's "
+                           "status there (read-only, unauthenticated)");
+      }
+      board.emplace(meta.dataset_name, s.pipeline, s.epochs);
+      report->observe([&](const epoch_record& r) { board->on_epoch(r); });
+      http.emplace(where, *board);
+      std::fprintf(stderr, "node 0: status on http://%s:%u/status and /metrics\n",
+                   where.host.c_str(), http->port());
+    } else {
+      std::fprintf(stderr, "node: --http is served by node 0 only; not serving it here\n");
+    }
+  }
 
   std::string me_name = mode.kind == launch_mode::static_peers ? "node " + std::to_string(mode.id)
                         : mode.kind == launch_mode::seed       ? "seed"
@@ -255,6 +277,10 @@ int run_node(int argc, char** argv) {
                : std::to_string(mode.nodes.first) + " to " + std::to_string(mode.nodes.second)) +
           " nodes");
       members = await_formation(self, node, ctx, until);
+      if (board) {
+        board->set_view(members.view);
+        board->set_phase("connecting");
+      }
     } else {
       wire::join_request req{ctx.cluster_id, identity.lines,
                              me.host,        me.port,
@@ -367,6 +393,7 @@ int run_node(int argc, char** argv) {
       .receive([](bool) {}, [&](caf::error& e) { fail("the view: " + sys.render(e)); });
   say("connected to " + std::to_string(n - 1) + " peers");
 
+  if (board && mode.kind == launch_mode::static_peers) board->set_view(members.view);
   if (id != 0) {
     // Serve until node 0 says bye (this node actor then quits) or node 0 disappears.
     self->monitor(node);
@@ -410,9 +437,17 @@ int run_node(int argc, char** argv) {
   std::vector<double> losses;
   cluster_result result;
   try {
-    result = drive_training(coord, s, rc, batches_per_epoch(train_sizes, s.batch_size), *report,
-                            [&](std::uint64_t, double loss) { losses.push_back(loss); });
+    const auto per_epoch = batches_per_epoch(train_sizes, s.batch_size);
+    if (board) {
+      board->set_steps_per_epoch(per_epoch);
+      board->set_phase("training");
+    }
+    result = drive_training(coord, s, rc, per_epoch, *report, [&](std::uint64_t step, double loss) {
+      losses.push_back(loss);
+      if (board) board->on_step(step, loss);
+    });
   } catch (const std::exception& e) {
+    if (board) board->set_phase("failed");
     // The coordinator names partitions; the operator wants the node (rank, name, address).
     std::string what = e.what();
     std::smatch m;
@@ -427,6 +462,7 @@ int run_node(int argc, char** argv) {
     throw std::runtime_error(me_name + ": " + what);
   }
   report->finish();
+  if (board) board->set_phase("finished");
   // Summary for scripts and the two-process test: per-step losses and the run's traffic.
   std::printf(
       "{\"node_summary\":true,\"replicas_identical\":%s,\"test_acc\":%.6f,\"valid_acc\":%.6f,"

@@ -57,6 +57,7 @@ void training_report::batch_progress(int epoch, std::uint64_t done, std::uint64_
 }
 
 bool training_report::epoch_done(const epoch_record& r) {
+  if (observer_) observer_(r);
   if (live_) std::fprintf(stderr, "\r\033[K");
   std::printf("epoch %3d  loss %.4f  train %.4f", r.epoch, r.loss, r.train_acc);
   if (r.evaluated) std::printf("  valid %.4f  test %.4f", r.valid_acc, r.test_acc);

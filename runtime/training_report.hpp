@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,8 @@ class training_report {
   bool epoch_done(const epoch_record& r);
   /// "test accuracy X at best validation epoch E" line.
   void finish();
+  /// Also hands every finished epoch to `f` (node 0's status board).
+  void observe(std::function<void(const epoch_record&)> f) { observer_ = std::move(f); }
 
   double best_valid() const { return best_valid_; }
   double test_at_best() const { return test_at_best_; }
@@ -57,6 +60,7 @@ class training_report {
   bool live_ = false;
   double best_valid_ = -1, test_at_best_ = 0;
   int best_epoch_ = 0;
+  std::function<void(const epoch_record&)> observer_;
 };
 
 }  // namespace degnn

@@ -1,0 +1,151 @@
+// JSON and Prometheus renderings of the status board.
+#include "runtime/status_board.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "runtime/process_stats.hpp"
+
+namespace degnn {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// A Prometheus label value: backslash, double quote and newline escaped.
+std::string label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+status_board::status_board(std::string dataset, std::string pipeline, int epochs)
+    : dataset_(std::move(dataset)), pipeline_(std::move(pipeline)), epochs_(epochs) {}
+
+void status_board::set_phase(std::string phase) {
+  std::lock_guard lock(mu_);
+  phase_ = std::move(phase);
+}
+
+void status_board::set_view(const wire::membership_view& v) {
+  std::lock_guard lock(mu_);
+  view_ = v;
+}
+
+void status_board::set_steps_per_epoch(std::uint64_t n) {
+  std::lock_guard lock(mu_);
+  steps_per_epoch_ = n;
+}
+
+void status_board::on_step(std::uint64_t, double loss) {
+  std::lock_guard lock(mu_);
+  const double t = now_s();
+  if (steps_ == 0) started_ = t;
+  ++steps_;
+  last_loss_ = loss;
+  last_step_at_ = t;
+}
+
+void status_board::on_epoch(const epoch_record& r) {
+  std::lock_guard lock(mu_);
+  epoch_ = r.epoch;
+  epoch_loss_ = r.loss;
+  train_acc_ = r.train_acc;
+  if (r.evaluated) {
+    valid_acc_ = r.valid_acc;
+    test_acc_ = r.test_acc;
+  }
+  epoch_s_ = r.epoch_s;
+  bytes_ += r.bytes + r.eval_bytes + r.setup_bytes;
+}
+
+std::string status_board::status_json() const {
+  std::lock_guard lock(mu_);
+  nlohmann::json j;
+  j["dataset"] = dataset_;
+  j["pipeline"] = pipeline_;
+  j["phase"] = phase_;
+  nlohmann::json members = nlohmann::json::array();
+  for (const auto& m : view_.members) {
+    members.push_back({{"rank", m.rank},
+                       {"name", m.name},
+                       {"address", m.host + ":" + std::to_string(m.port)},
+                       {"partitions", m.partitions}});
+  }
+  j["view"] = {{"id", view_.id}, {"members", members}};
+  const double elapsed = steps_ > 1 ? last_step_at_ - started_ : 0;
+  const double rate = elapsed > 0 ? static_cast<double>(steps_ - 1) / elapsed : 0;
+  const std::uint64_t total = steps_per_epoch_ * static_cast<std::uint64_t>(epochs_);
+  nlohmann::json progress = {{"epoch", epoch_},
+                             {"epochs", epochs_},
+                             {"steps", steps_},
+                             {"steps_per_epoch", steps_per_epoch_},
+                             {"last_step_loss", last_loss_},
+                             {"epoch_loss", epoch_loss_},
+                             {"train_acc", train_acc_},
+                             {"last_epoch_s", epoch_s_},
+                             {"steps_per_s", rate}};
+  progress["valid_acc"] = valid_acc_ >= 0 ? nlohmann::json(valid_acc_) : nlohmann::json(nullptr);
+  progress["test_acc"] = test_acc_ >= 0 ? nlohmann::json(test_acc_) : nlohmann::json(nullptr);
+  progress["eta_s"] = rate > 0 && total >= steps_
+                          ? nlohmann::json(static_cast<double>(total - steps_) / rate)
+                          : nlohmann::json(nullptr);
+  j["progress"] = progress;
+  j["bytes_sent"] = bytes_;
+  j["node0_peak_rss_mib"] = peak_rss_mib();
+  return j.dump();
+}
+
+std::string status_board::prometheus() const {
+  std::lock_guard lock(mu_);
+  std::string out;
+  char line[512];
+  auto metric = [&](const char* name, const char* type, const char* help, double value) {
+    std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name,
+                  type, name, value);
+    out += line;
+  };
+  metric("degnn_steps_total", "counter", "Training steps done by the cluster.",
+         static_cast<double>(steps_));
+  metric("degnn_epoch", "gauge", "Last finished epoch.", epoch_);
+  metric("degnn_epochs", "gauge", "Epochs the run trains.", epochs_);
+  metric("degnn_step_loss", "gauge", "Mean loss of the last step's labelled seeds.", last_loss_);
+  metric("degnn_epoch_loss", "gauge", "Mean training loss of the last epoch.", epoch_loss_);
+  metric("degnn_train_accuracy", "gauge", "Training accuracy of the last epoch.", train_acc_);
+  if (valid_acc_ >= 0) {
+    metric("degnn_valid_accuracy", "gauge", "Validation accuracy at the last evaluation.",
+           valid_acc_);
+    metric("degnn_test_accuracy", "gauge", "Test accuracy at the last evaluation.", test_acc_);
+  }
+  metric("degnn_epoch_seconds", "gauge", "Training time of the last epoch.", epoch_s_);
+  metric("degnn_sent_bytes_total", "counter", "Bytes sent between nodes in finished epochs.",
+         static_cast<double>(bytes_));
+  metric("degnn_view_id", "gauge", "Membership view id.", static_cast<double>(view_.id));
+  metric("degnn_members", "gauge", "Nodes in the membership view.",
+         static_cast<double>(view_.members.size()));
+  metric("degnn_node0_peak_rss_bytes", "gauge", "Peak resident memory of node 0.",
+         peak_rss_mib() * 1024 * 1024);
+  out +=
+      "# HELP degnn_member_info A member of the view (value 1).\n# TYPE degnn_member_info gauge\n";
+  for (const auto& m : view_.members) {
+    out += "degnn_member_info{rank=\"" + std::to_string(m.rank) + "\",name=\"" + label(m.name) +
+           "\",address=\"" + label(m.host + ":" + std::to_string(m.port)) + "\"} 1\n";
+  }
+  out += "# HELP degnn_phase The run's phase (value 1).\n# TYPE degnn_phase gauge\n";
+  out += "degnn_phase{phase=\"" + label(phase_) + "\"} 1\n";
+  return out;
+}
+
+}  // namespace degnn

@@ -1,0 +1,43 @@
+// What node 0 shows about a running cluster to whoever asks (the HTTP endpoint today): the view,
+// the phase, progress and traffic. The training loop writes, the server thread reads: every access
+// takes the lock, and readers get text, never references into the board.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "runtime/training_report.hpp"
+#include "serialization/wire_membership.hpp"
+
+namespace degnn {
+
+class status_board {
+ public:
+  status_board(std::string dataset, std::string pipeline, int epochs);
+
+  void set_phase(std::string phase);  ///< "forming", "connecting", "training", "finished", "failed"
+  void set_view(const wire::membership_view& v);
+  void set_steps_per_epoch(std::uint64_t n);
+  void on_step(std::uint64_t step, double loss);
+  void on_epoch(const epoch_record& r);
+
+  /// The whole board as one JSON object (GET /status).
+  std::string status_json() const;
+  /// Prometheus text exposition format 0.0.4 (GET /metrics).
+  std::string prometheus() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::string dataset_, pipeline_, phase_ = "forming";
+  int epochs_ = 0;
+  wire::membership_view view_;
+  std::uint64_t steps_per_epoch_ = 0, steps_ = 0, bytes_ = 0;
+  double last_loss_ = 0;
+  int epoch_ = 0;
+  double epoch_loss_ = 0, train_acc_ = 0, valid_acc_ = -1, test_acc_ = -1, epoch_s_ = 0;
+  double started_ = 0;  ///< steady-clock seconds at the first step
+  double last_step_at_ = 0;
+};
+
+}  // namespace degnn
