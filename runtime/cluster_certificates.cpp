@@ -263,6 +263,12 @@ std::string verify_proof(const tls_files& seed, const join_proof& proof,
   return "";
 }
 
+std::string random_hex(std::size_t bytes) {
+  std::vector<std::uint8_t> b(bytes);
+  if (RAND_bytes(b.data(), static_cast<int>(b.size())) != 1) fail("drawing random bytes");
+  return hex(b);
+}
+
 std::vector<std::uint8_t> random_challenge() {
   std::vector<std::uint8_t> c(32);
   if (RAND_bytes(c.data(), static_cast<int>(c.size())) != 1) fail("drawing random bytes");

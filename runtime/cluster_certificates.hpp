@@ -47,5 +47,7 @@ std::string verify_proof(const tls_files& seed, const join_proof& proof,
 
 /// 32 random bytes.
 std::vector<std::uint8_t> random_challenge();
+/// `bytes` random bytes as hex: keys between a node's runtime and its node actor, view secrets.
+std::string random_hex(std::size_t bytes);
 
 }  // namespace degnn

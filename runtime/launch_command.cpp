@@ -17,6 +17,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -34,19 +36,29 @@ void on_signal(int sig) {
   [[maybe_unused]] const auto n = ::write(signal_pipe[1], &c, 1);
 }
 
+// A free loopback port below the kernel's ephemeral range: the seed binds it only after loading
+// its partitions, and meanwhile no outgoing connection (a joiner retrying) can be given it as a
+// source port.
 std::uint16_t free_loopback_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  std::uint16_t port = 0;
-  if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(s);
-  if (port == 0) throw std::runtime_error("launch: no free loopback port");
-  return port;
+  int low = 32768;
+  if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d", &low) != 1) low = 32768;
+    std::fclose(f);
+  }
+  std::mt19937 rng(static_cast<unsigned>(::getpid()) ^ static_cast<unsigned>(::time(nullptr)));
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int candidate =
+        20000 + static_cast<int>(rng() % static_cast<unsigned>(std::max(1, low - 20000)));
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(candidate));
+    const bool free = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(s);
+    if (free) return static_cast<std::uint16_t>(candidate);
+  }
+  throw std::runtime_error("launch: no free loopback port below the ephemeral range");
 }
 
 struct node_process {
@@ -133,8 +145,8 @@ int run_launch(int argc, char** argv) {
     } else if (a == "--tls" || a.rfind("--tls=", 0) == 0) {
       tls = value("--tls");
     } else {
-      for (const char* own :
-           {"--is-seed", "--join", "--listen", "--tls-name", "--rank-hint", "--peers", "--id"}) {
+      for (const char* own : {"--is-seed", "--join", "--listen", "--tls-name", "--rank-hint",
+                              "--peers", "--id", "--name", "--config-file"}) {
         if (a == own || a.rfind(std::string(own) + "=", 0) == 0)
           throw config_error(std::string("launch: ") + own +
                              " is set by the launcher for each node");
@@ -151,6 +163,7 @@ int run_launch(int argc, char** argv) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGCHLD, SIG_DFL);  // an inherited SIG_IGN would make waitpid never report an exit
 
   std::vector<node_process> procs;
   for (int k = 0; k < nodes; ++k) {
@@ -179,6 +192,7 @@ int run_launch(int argc, char** argv) {
     kill_at = std::min(kill_at, clock::now() + std::chrono::seconds(5));
   };
   int running = nodes;
+  int first_failure = 0;
   while (running > 0) {
     std::vector<pollfd> fds = {{signal_pipe[0], POLLIN, 0}};
     for (auto& p : procs)
@@ -186,8 +200,10 @@ int run_launch(int argc, char** argv) {
     ::poll(fds.data(), fds.size(), 100);
     if (fds[0].revents & POLLIN) {
       char sig = 0;
-      while (::read(signal_pipe[0], &sig, 1) == 1)
+      while (::read(signal_pipe[0], &sig, 1) == 1) {
+        if (first_failure == 0) first_failure = 128 + sig;
         stop_all(sig, sig == SIGINT ? "interrupted" : "terminated");
+      }
     }
     for (size_t i = 1; i < fds.size(); ++i) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -211,9 +227,11 @@ int run_launch(int argc, char** argv) {
       p.running = false;
       --running;
       p.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      if (p.code != 0 && !stopping)
+      if (p.code != 0 && !stopping) {
+        first_failure = p.code;
         stop_all(SIGTERM,
                  "node " + std::to_string(p.rank) + " exited with " + std::to_string(p.code));
+      }
     }
     if (clock::now() > kill_at) {
       for (auto& p : procs)
@@ -229,11 +247,15 @@ int run_launch(int argc, char** argv) {
     flush_lines(p, true);
     ::close(p.out);
   }
-  int worst = 0;
-  for (const auto& p : procs)
-    worst = std::max(worst, p.code);
-  std::fprintf(stderr, "launch: every node ended (worst exit code %d)\n", worst);
-  return worst;
+  // The code of the exit that stopped the cluster (the cause), not of the nodes it then stopped;
+  // after Ctrl-C or SIGTERM, 130 or 143.
+  int code = first_failure;
+  if (code == 0) {
+    for (const auto& p : procs)
+      code = std::max(code, p.code);
+  }
+  std::fprintf(stderr, "launch: every node ended (exit code %d)\n", code);
+  return code;
 }
 
 }  // namespace degnn

@@ -100,6 +100,7 @@ launch_mode read_launch_mode(const option_set& opts) {
     if (d.is_seed) m.kind = launch_mode::seed;
     if (!opts.given("rank-hint")) m.rank_hint = d.rank_hint;
     expected = d.expected_nodes;
+    m.listen.port = static_cast<std::uint16_t>(m.listen.port + d.listen_offset);
   } else if (opts.given("join")) {
     if (opts.flag("is-seed"))
       throw config_error("node: --is-seed and --join HOST:PORT exclude each other");

@@ -40,6 +40,8 @@ struct node_state {
   std::map<std::int32_t, node_greeting> greeted;  ///< peers whose connection to this node is set up
   std::map<std::int32_t, std::string> refused;    ///< peers whose settings differ, and how
   bool has_view = false;                          ///< the local workers know every peer
+  std::string local_key;                          ///< see spawn_node_actor
+  std::string fetching;  ///< "12.0 of 96.3 MB" while this node downloads its partitions
 
   std::string me() const {
     return role ? "node " + std::to_string(role->rank) : std::string(seed ? "the seed" : "node");
@@ -48,15 +50,25 @@ struct node_state {
 
 using node_pointer = node_actor::stateful_pointer<node_state>;
 
-bool from_this_process(node_pointer self) {
-  return outsider(self->current_sender(), self->node(), {}).empty();
+// Why greetings and worker requests wait; "fetching" lets the asker extend its deadline.
+std::string not_serving_yet(const node_state& st) {
+  if (!st.fetching.empty())
+    return st.me() + " is fetching its partitions from the seed (" + st.fetching + ")";
+  return st.me() + " has not spawned its workers yet";
+}
+
+// Only this process's runtime knows the key (a peer can claim this node's id as its sender).
+bool from_this_process(node_pointer self, const std::string& key) {
+  return !self->state.local_key.empty() && key == self->state.local_key &&
+         outsider(self->current_sender(), self->node(), {}).empty();
 }
 
 // The seed forms the cluster: every waiting joiner gets the same view.
 void form(node_pointer self) {
   auto& st = self->state;
   std::vector<std::uint64_t> key_of_rank;
-  const wire::membership_view view = st.seed->joins.close(1, key_of_rank);
+  wire::membership_view view = st.seed->joins.close(1, key_of_rank);
+  view.secret = random_hex(32);
   st.view_bytes = wire::encode(st.ctx, view);
   std::string names;
   for (const auto& m : view.members)
@@ -80,13 +92,12 @@ caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<ch
   if (!st.seed) return refuse("this node is not the seed");
   wire::join_request j;
   try {
-    j = wire::decode_join_request(st.ctx, b);
+    wire::context small = st.ctx;
+    small.max_bytes = 64 << 10;  // identity lines and a certificate: never more
+    j = wire::decode_join_request(small, b);
   } catch (const wire::wire_error& e) {
     return refuse(e.what());
   }
-  const std::string diff =
-      cluster_identity{st.identity}.difference(j.identity, "the seed", "joiner '" + j.name + "'");
-  if (!diff.empty()) return refuse("settings that must agree differ: " + diff);
   const auto sender = self->current_sender();
   if (!sender) return refuse("an anonymous sender");
   if (st.seed->tls) {
@@ -97,15 +108,27 @@ caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<ch
       return refuse("joiner '" + j.name + "' answers no challenge of this seed (or reuses one)");
     const std::vector<std::uint8_t> challenge = std::move(it->second);
     st.challenges.erase(it);
-    std::string certified;
-    const std::string why = verify_proof(*st.seed->tls, {j.certificate, j.signature, j.token_mac},
-                                         challenge, certified);
+    std::string certified, why;
+    try {
+      why = verify_proof(*st.seed->tls, {j.certificate, j.signature, j.token_mac}, challenge,
+                         certified);
+    } catch (const std::exception& e) {  // the seed's own files: never let them kill the actor
+      why = std::string("its proof could not be checked: ") + e.what();
+    }
     if (!why.empty()) return refuse("joiner '" + j.name + "': " + why);
+    // Operator certificates are for the console, not for serving partitions.
+    if (certified.rfind("node-", 0) != 0)
+      return refuse("joiner '" + j.name + "' holds a certificate of '" + certified +
+                    "', not of a node (node-K)");
     if (certified != j.name) {
       return refuse("joiner calls itself '" + j.name + "' but its certificate is made out to '" +
                     certified + "'");
     }
   }
+  // The settings only now: a joiner without a proof learns nothing of them.
+  const std::string diff =
+      cluster_identity{st.identity}.difference(j.identity, "the seed", "joiner '" + j.name + "'");
+  if (!diff.empty()) return refuse("settings that must agree differ: " + diff);
   const std::uint64_t key = ++st.next_key;
   if (auto why = st.seed->joins.add(key, {j.host, j.port, j.rank_hint, j.name}); !why.empty())
     return refuse("joiner '" + j.name + "': " + why);
@@ -122,7 +145,7 @@ caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<ch
     form(self);
   } else if (rv.enough() && !st.last_call_armed) {
     st.last_call_armed = true;
-    self->delayed_send(self, st.seed->last_call, last_call_atom_v);
+    self->delayed_send(self, st.seed->last_call, last_call_atom_v, st.local_key);
   }
   return rp;
 }
@@ -130,7 +153,9 @@ caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<ch
 node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
                                         std::vector<std::string> identity,
                                         std::optional<seed_role> seed,
-                                        std::function<void(const std::string&)> log) {
+                                        std::function<void(const std::string&)> log,
+                                        std::string local_key) {
+  self->state.local_key = std::move(local_key);
   self->state.ctx = ctx;
   self->state.identity = std::move(identity);
   self->state.seed = std::move(seed);
@@ -161,7 +186,8 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         if (!st.seed)
           return actor_error(actor_errc::rejected, "only the seed serves partition files");
         try {
-          const auto req = wire::decode_file_chunk_request(wire::context{}, b);
+          // A request is a few hundred bytes: anything larger is refused unread.
+          const auto req = wire::decode_file_chunk_request(wire::context{.max_bytes = 4096}, b);
           return wire::encode(wire::context{},
                               read_chunk(st.seed->partitions, st.seed->files, req));
         } catch (const std::exception& e) {
@@ -182,33 +208,39 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         return std::vector<char>(c.begin(), c.end());
       },
       [self](join_atom, const std::vector<char>& b) { return take_join(self, b); },
-      [self](formed_atom) -> caf::result<std::vector<char>> {
+      [self](formed_atom, const std::string& key) -> caf::result<std::vector<char>> {
         auto& st = self->state;
-        if (!from_this_process(self) || !st.seed)
+        if (!from_this_process(self, key) || !st.seed)
           return actor_error(actor_errc::rejected, "asked for the view outside the seed's process");
         if (!st.view_bytes.empty()) return st.view_bytes;
         auto rp = self->make_response_promise<std::vector<char>>();
         st.formed_waiters.push_back(rp);
         return rp;
       },
-      [self](last_call_atom) {
+      [self](last_call_atom, const std::string& key) {
         auto& st = self->state;
-        if (!from_this_process(self) || !st.seed || st.seed->joins.closed()) return;
+        if (!from_this_process(self, key) || !st.seed || st.seed->joins.closed()) return;
         st.last_call_armed = false;
         // A joiner may have gone away meanwhile: form only with enough nodes, else wait on.
         if (st.seed->joins.enough()) form(self);
       },
-      [self](serve_atom, node_role& role) -> caf::result<bool> {
+      [self](fetching_atom, const std::string& status, const std::string& key) {
+        if (from_this_process(self, key)) self->state.fetching = status;
+      },
+      [self](serve_atom, node_role& role, const std::string& key) -> caf::result<bool> {
         auto& st = self->state;
-        if (!from_this_process(self) || st.role)
+        if (!from_this_process(self, key) || st.role)
           return actor_error(actor_errc::rejected, "the role comes once, from this process");
         st.role = std::move(role);
         return true;
       },
       [self](greet_atom, const node_greeting& g) -> caf::result<std::int32_t> {
         auto& st = self->state;
-        if (!st.role)
-          return actor_error(actor_errc::not_ready, st.me() + " has not spawned its workers yet");
+        if (!st.role) return actor_error(actor_errc::not_ready, not_serving_yet(st));
+        // In a joined cluster only members know the view's secret: anything else is refused
+        // before it can mark a rank greeted or refused.
+        if (!st.role->view_secret.empty() && g.secret != st.role->view_secret)
+          return actor_error(actor_errc::rejected, "a greeting without this view's secret");
         const int id = st.role->rank;
         // Each other rank greets once (a higher one when it connects, a lower one when it
         // connects back): anything else is not a peer of this cluster, and must not mark a
@@ -239,13 +271,12 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
       },
       [self](workers_atom) -> caf::result<peer_view> {
         auto& st = self->state;
-        if (!st.role)
-          return actor_error(actor_errc::not_ready, st.me() + " has not spawned its workers yet");
+        if (!st.role) return actor_error(actor_errc::not_ready, not_serving_yet(st));
         return st.role->workers;
       },
-      [self](view_atom, const peer_view& all) -> caf::result<bool> {
+      [self](view_atom, const peer_view& all, const std::string& key) -> caf::result<bool> {
         auto& st = self->state;
-        if (!from_this_process(self))
+        if (!from_this_process(self, key))
           return actor_error(actor_errc::rejected, "the view comes from this node's runtime only");
         if (st.has_view || !st.role)
           return actor_error(actor_errc::rejected, "the view is given once, after the role");
@@ -304,12 +335,14 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
             fail);
         return rp;
       },
-      [self](bye_atom) -> caf::result<bool> {
-        // From node 0 (its actors are partition 0's in the view) or this process only.
+      [self](bye_atom, const std::string& secret) -> caf::result<bool> {
+        // From node 0 (its actors are partition 0's in the view; in a joined cluster it also
+        // knows the view's secret) or this process only.
         auto& st = self->state;
         const auto sender = self->current_sender();
-        const bool from_node0 = sender && !st.node0.empty() && sender->node() == st.node0.front();
-        if (!from_node0 && !from_this_process(self))
+        const bool from_node0 = sender && !st.node0.empty() && sender->node() == st.node0.front() &&
+                                st.role && secret == st.role->view_secret;
+        if (!from_node0 && !from_this_process(self, secret))
           return actor_error(actor_errc::rejected, "bye is taken from node 0 only");
         self->quit();
         return true;
@@ -321,8 +354,9 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
 
 node_actor spawn_node_actor(caf::actor_system& sys, const wire::context& ctx,
                             std::vector<std::string> identity, std::optional<seed_role> seed,
-                            std::function<void(const std::string&)> log) {
-  return sys.spawn(node_behavior, ctx, std::move(identity), std::move(seed), std::move(log));
+                            std::function<void(const std::string&)> log, std::string local_key) {
+  return sys.spawn(node_behavior, ctx, std::move(identity), std::move(seed), std::move(log),
+                   std::move(local_key));
 }
 
 void add_runtime_types(caf::actor_system_config& cfg) {

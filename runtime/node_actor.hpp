@@ -27,11 +27,12 @@ struct node_greeting {
   std::int32_t rank = 0;
   std::vector<std::string> identity;
   caf::strong_actor_ptr node;
+  std::string secret;  ///< the view's secret (joined clusters): only members know it
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_greeting& x) {
-  return f(caf::meta::type_name("degnn.node_greeting"), x.rank, x.identity, x.node);
+  return f(caf::meta::type_name("degnn.node_greeting"), x.rank, x.identity, x.node, x.secret);
 }
 
 /// What this node serves, once it knows its rank (from this process only): its workers, one
@@ -42,12 +43,13 @@ struct node_role {
   std::vector<std::int32_t> partitions;
   peer_view workers;
   std::vector<std::int64_t> num_train;
+  std::string view_secret;  ///< what greetings and node 0's bye must carry ("" in a static cluster)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_role& x) {
   return f(caf::meta::type_name("degnn.node_role"), x.rank, x.nodes, x.partitions, x.workers,
-           x.num_train);
+           x.num_train, x.view_secret);
 }
 
 }  // namespace degnn
@@ -68,6 +70,7 @@ CAF_ADD_ATOM(degnn_runtime, degnn, serve_atom, "serve")
 CAF_ADD_ATOM(degnn_runtime, degnn, challenge_atom, "challenge")
 CAF_ADD_ATOM(degnn_runtime, degnn, manifest_atom, "manifest")
 CAF_ADD_ATOM(degnn_runtime, degnn, chunk_atom, "chunk")
+CAF_ADD_ATOM(degnn_runtime, degnn, fetching_atom, "fetching")
 CAF_END_TYPE_ID_BLOCK(degnn_runtime)
 
 namespace degnn {
@@ -79,10 +82,12 @@ namespace degnn {
 /// refused with the reason on anything but the seed, on differing settings, a taken address or
 /// name, a full or formed cluster, and with TLS a proof that fails or answers no challenge of
 /// this seed to this asker), formed (-> the view once formed; this process only),
-/// lastcall (the seed's own timer), serve (this node's role, this process only, once),
-/// greet (a peer that connected -> this node's rank; not_ready before serve; refused with the
-/// first differing setting when the peer's identity differs), greeted (rank -> its greeting, with
-/// an empty node until it greeted; the refusal once a greeting of that rank was refused), workers
+/// lastcall (the seed's own timer), fetching (how far this node's partition download is, from
+/// this process: greetings meanwhile say so, and the others wait while it moves on), serve (this
+/// node's role, this process only, once), greet (a peer that connected -> this node's rank;
+/// not_ready before serve; refused with the first differing setting when the peer's identity
+/// differs), greeted (rank -> its greeting, with an empty node until it greeted; the refusal once a
+/// greeting of that rank was refused), workers
 /// (-> this node's batch actors, shards and stores, one entry per partition it serves), view (every
 /// partition's workers, from this process once connected -> handed to the local workers), ready
 /// (every partition's workers
@@ -94,15 +99,16 @@ using node_actor =
                      caf::replies_to<chunk_atom, std::vector<char>>::with<std::vector<char>>,
                      caf::replies_to<challenge_atom>::with<std::vector<char>>,
                      caf::replies_to<join_atom, std::vector<char>>::with<std::vector<char>>,
-                     caf::replies_to<formed_atom>::with<std::vector<char>>,
-                     caf::reacts_to<last_call_atom>,
-                     caf::replies_to<serve_atom, node_role>::with<bool>,
+                     caf::replies_to<formed_atom, std::string>::with<std::vector<char>>,
+                     caf::reacts_to<last_call_atom, std::string>,
+                     caf::reacts_to<fetching_atom, std::string, std::string>,
+                     caf::replies_to<serve_atom, node_role, std::string>::with<bool>,
                      caf::replies_to<greet_atom, node_greeting>::with<std::int32_t>,
                      caf::replies_to<greeted_atom, std::int32_t>::with<node_greeting>,
                      caf::replies_to<workers_atom>::with<peer_view>,
-                     caf::replies_to<view_atom, peer_view>::with<bool>,
+                     caf::replies_to<view_atom, peer_view, std::string>::with<bool>,
                      caf::replies_to<ready_atom, peer_view>::with<std::vector<std::int64_t>>,
-                     caf::replies_to<bye_atom>::with<bool>>;
+                     caf::replies_to<bye_atom, std::string>::with<bool>>;
 
 /// The seed's part: its rendezvous, and how long it waits for more nodes once MIN joined.
 struct seed_role {
@@ -114,10 +120,13 @@ struct seed_role {
 };
 
 /// Spawns a node actor. `identity`: this node's cluster identity lines, which every greeting and
-/// join must match; `seed`: set on the seed only; `log`: where joins and refusals are reported.
+/// join must match; `seed`: set on the seed only; `log`: where joins and refusals are reported;
+/// `local_key`: what this process's runtime sends with formed, lastcall, serve and view (CAF
+/// takes the sender's node id from the peer's own message, so "from this process" cannot be
+/// told from the sender alone).
 node_actor spawn_node_actor(caf::actor_system& sys, const wire::context& ctx,
                             std::vector<std::string> identity, std::optional<seed_role> seed,
-                            std::function<void(const std::string&)> log);
+                            std::function<void(const std::string&)> log, std::string local_key);
 
 /// Registers the runtime's message types (after add_actor_types).
 void add_runtime_types(caf::actor_system_config& cfg);

@@ -98,6 +98,7 @@ int run_node(int argc, char** argv) {
   std::optional<caf::scoped_actor> transfer;
   node_actor seed_node;
   wire::file_manifest seed_files;
+  std::function<void(std::uint64_t, std::uint64_t)> fetch_progress;  // set once the node actor runs
   auto fetch_from_seed = [&](const std::vector<std::string>& paths) {
     const auto st = fetch_files(
         s.partitions, seed_files, paths,
@@ -118,7 +119,8 @@ int run_node(int argc, char** argv) {
           return replies;
         },
         wire::context{}, 256u << 10, 4,
-        [](const std::string& line) { std::fprintf(stderr, "joiner: %s\n", line.c_str()); });
+        [](const std::string& line) { std::fprintf(stderr, "joiner: %s\n", line.c_str()); },
+        fetch_progress);
     if (st.files_fetched > 0) {
       std::fprintf(stderr, "joiner: fetched %d files, %.1f MB in %.2f s (%.0f MB/s); %d present\n",
                    st.files_fetched, static_cast<double>(st.bytes) / 1e6, st.seconds,
@@ -195,6 +197,7 @@ int run_node(int argc, char** argv) {
   };
   std::optional<seed_role> seed;
   if (mode.kind == launch_mode::seed) {
+    seed_files = manifest_of(s.partitions);
     seed.emplace(seed_role{
         rendezvous(mode.nodes.first, mode.nodes.second, meta.num_parts,
                    {mode.advertise, mode.listen.port, 0,
@@ -202,13 +205,16 @@ int run_node(int argc, char** argv) {
                                       : mode.name}),
         std::chrono::milliseconds(
             static_cast<std::int64_t>(opts.real("last-call", 0, 3600) * 1000)),
-        mode.tls, s.partitions, manifest_of(s.partitions)});
+        mode.tls, s.partitions, seed_files});
   }
   // The node actor logs under the name it starts with (it may outlive this function's locals).
+  const std::string local_key = random_hex(16);
   const node_actor node = spawn_node_actor(
-      sys, ctx, identity.lines, std::move(seed), [prefix = me_name](const std::string& line) {
+      sys, ctx, identity.lines, std::move(seed),
+      [prefix = me_name](const std::string& line) {
         std::fprintf(stderr, "%s: %s\n", prefix.c_str(), line.c_str());
-      });
+      },
+      local_key);
   caf::scoped_actor self{sys};
   // Whatever ends this function, the local actors stop first: the actor system's destructor waits
   // for every actor, so an error that skipped this would hang the process.
@@ -242,7 +248,8 @@ int run_node(int argc, char** argv) {
     std::string served;
     for (size_t i = 0; i < mine.size(); ++i)
       served += (i ? "," : "") + std::to_string(mine[i]);
-    self->request(node, std::chrono::seconds(10), serve_atom_v, role)
+    role.view_secret = members.view.secret;
+    self->request(node, std::chrono::seconds(10), serve_atom_v, role, local_key)
         .receive([](bool) {}, [&](caf::error& e) { throw std::runtime_error(sys.render(e)); });
     return served;
   };
@@ -276,7 +283,7 @@ int run_node(int argc, char** argv) {
                ? std::to_string(mode.nodes.first)
                : std::to_string(mode.nodes.first) + " to " + std::to_string(mode.nodes.second)) +
           " nodes");
-      members = await_formation(self, node, ctx, until);
+      members = await_formation(self, node, ctx, until, local_key);
       if (board) {
         board->set_view(members.view);
         board->set_phase("connecting");
@@ -292,6 +299,13 @@ int run_node(int argc, char** argv) {
   const int id = members.rank;
   const auto n = members.view.members.size();
   me_name = "node " + std::to_string(id);
+  // Greetings that reach this node while it downloads say how far it is.
+  fetch_progress = [&](std::uint64_t done, std::uint64_t total) {
+    char status[64];
+    std::snprintf(status, sizeof status, "%.1f of %.1f MB", static_cast<double>(done) / 1e6,
+                  static_cast<double>(total) / 1e6);
+    self->send(node, fetching_atom_v, std::string(status), local_key);
+  };
   if (mode.kind == launch_mode::joiner) {
     std::vector<std::string> mine;
     for (int p : members.view.members[static_cast<size_t>(id)].partitions)
@@ -301,8 +315,20 @@ int run_node(int argc, char** argv) {
   if (mode.kind != launch_mode::static_peers) served = serve(members);
   say("partition " + served + " (" + std::to_string(n) + " nodes, view " +
       std::to_string(members.view.id) + "), listening on " + me.str());
-  const deadline until =
-      std::chrono::steady_clock::now() + std::chrono::seconds(opts.integer("connect-timeout", 1));
+  // Every node waits --connect-timeout for the others, plus the time the largest download may
+  // take at 10 MB/s (a member fetches at most its partitions from the seed before it answers).
+  std::uint64_t largest_download = 0;
+  if (mode.kind != launch_mode::static_peers) {
+    for (const auto& m : members.view.members) {
+      std::uint64_t bytes = 0;
+      for (int p : m.partitions)
+        if (const auto* f = seed_files.find(partition_file(p))) bytes += f->size;
+      largest_download = std::max(largest_download, bytes);
+    }
+  }
+  const deadline until = std::chrono::steady_clock::now() +
+                         std::chrono::seconds(opts.integer("connect-timeout", 1)) +
+                         std::chrono::seconds(largest_download / 10'000'000);
   std::vector<node_actor> nodes(n);
   nodes[static_cast<size_t>(id)] = node;
   cluster_handles view;
@@ -357,9 +383,10 @@ int run_node(int argc, char** argv) {
     nodes[p] = connect<node_actor>(sys, {m.host, m.port}, until, "node", mode.tls.has_value());
     ask_until_ready(p, "greeting", [&] {
       caf::error failure;
-      self->request(nodes[p], std::chrono::seconds(10), greet_atom_v,
-                    node_greeting{static_cast<std::int32_t>(id), identity.lines,
-                                  caf::actor_cast<caf::strong_actor_ptr>(node)})
+      self->request(
+              nodes[p], std::chrono::seconds(10), greet_atom_v,
+              node_greeting{static_cast<std::int32_t>(id), identity.lines,
+                            caf::actor_cast<caf::strong_actor_ptr>(node), members.view.secret})
           .receive([](std::int32_t) {}, [&](caf::error& e) { failure = std::move(e); });
       return failure;
     });
@@ -389,7 +416,7 @@ int run_node(int argc, char** argv) {
   }
   const peer_view all = view.view();
   // Through the node actor, which answers node 0's readiness question only from now on.
-  self->request(node, std::chrono::seconds(10), view_atom_v, all)
+  self->request(node, std::chrono::seconds(10), view_atom_v, all, local_key)
       .receive([](bool) {}, [&](caf::error& e) { fail("the view: " + sys.render(e)); });
   say("connected to " + std::to_string(n - 1) + " peers");
 
@@ -477,7 +504,7 @@ int run_node(int argc, char** argv) {
   std::printf("]}\n");
   std::fflush(stdout);
   for (size_t p = 1; p < n; ++p) {
-    self->request(nodes[p], std::chrono::seconds(10), bye_atom_v)
+    self->request(nodes[p], std::chrono::seconds(10), bye_atom_v, members.view.secret)
         .receive([](bool) {},
                  [&](caf::error& e) {
                    std::fprintf(stderr, "node 0: stopping node %zu: %s\n", p,

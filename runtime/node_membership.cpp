@@ -24,10 +24,10 @@ wire::membership_view static_view(const std::vector<endpoint>& peers) {
 }
 
 membership await_formation(caf::scoped_actor& self, const node_actor& node,
-                           const wire::context& ctx, deadline until) {
+                           const wire::context& ctx, deadline until, const std::string& local_key) {
   std::vector<char> bytes;
   std::string failure;
-  self->request(node, left(until), formed_atom_v)
+  self->request(node, left(until), formed_atom_v, local_key)
       .receive([&](std::vector<char>& b) { bytes = std::move(b); },
                [&](caf::error& e) { failure = caf::to_string(e); });
   if (bytes.empty()) {

@@ -7,7 +7,9 @@
 #include <caf/io/all.hpp>
 #include <caf/openssl/all.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,7 +32,7 @@ wire::membership_view static_view(const std::vector<endpoint>& peers);
 
 /// The seed: waits until its node actor formed the cluster.
 membership await_formation(caf::scoped_actor& self, const node_actor& node,
-                           const wire::context& ctx, deadline until);
+                           const wire::context& ctx, deadline until, const std::string& local_key);
 
 /// A joiner: reaches the seed (retrying while it is not up yet), asks to join as `me` (with TLS:
 /// proving its certificate over the seed's challenge) and waits for the view; its rank is the
@@ -41,16 +43,37 @@ membership join_cluster(caf::actor_system& sys, caf::scoped_actor& self, const e
 
 /// Retries a connection until it succeeds or the deadline passes: peers start in any order.
 /// `tls`: through CAF's OpenSSL module (both sides present a certificate of the cluster CA).
+/// Each attempt is a request to the middleman with a time-out: `remote_actor` waits forever
+/// when the TCP connection opens but the handshake never completes (a paused peer).
 template <class Handle>
 Handle connect(caf::actor_system& sys, const endpoint& e, deadline until, const char* what,
                bool tls) {
+  caf::scoped_actor self{sys};
+  const auto mm = tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
+  const auto expected = sys.message_types<Handle>();
+  std::string failure;
   while (true) {
-    auto h = tls ? caf::openssl::remote_actor<Handle>(sys, e.host, e.port)
-                 : sys.middleman().remote_actor<Handle>(e.host, e.port);
-    if (h) return *h;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    Handle h;
+    self->request(
+            mm, std::clamp(left, std::chrono::milliseconds(100), std::chrono::milliseconds(10'000)),
+            caf::connect_atom_v, e.host, e.port)
+        .receive(
+            [&](caf::node_id&, caf::strong_actor_ptr& p, std::set<std::string>& ifs) {
+              if (!p) {
+                failure = "no actor is published there";
+              } else if (ifs != expected) {
+                failure = "the actor there speaks another protocol (another DEGNN version?)";
+              } else {
+                h = caf::actor_cast<Handle>(std::move(p));
+              }
+            },
+            [&](caf::error& err) { failure = sys.render(err); });
+    if (h) return h;
     if (std::chrono::steady_clock::now() > until) {
       throw std::runtime_error(std::string("cannot reach the ") + what + " at " + e.str() + ": " +
-                               sys.render(h.error()));
+                               failure);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

@@ -74,8 +74,12 @@ wire::file_chunk read_chunk(const fs::path& dir, const wire::file_manifest& m,
 transfer_stats fetch_files(const fs::path& dir, const wire::file_manifest& m,
                            const std::vector<std::string>& paths, const chunk_fetcher& fetch,
                            const wire::context& ctx, std::uint32_t chunk_bytes, int window,
-                           const std::function<void(const std::string&)>& log) {
+                           const std::function<void(const std::string&)>& log,
+                           const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
   transfer_stats st;
+  std::uint64_t total = 0;
+  for (const auto& path : paths)
+    if (const auto* f = m.find(path)) total += f->size;
   const auto start = std::chrono::steady_clock::now();
   for (const auto& path : paths) {
     const wire::file_entry* f = m.find(path);
@@ -87,7 +91,10 @@ transfer_stats fetch_files(const fs::path& dir, const wire::file_manifest& m,
       continue;
     }
     fs::create_directories(target.parent_path());
-    const fs::path partial = target.string() + ".partial";
+    // Named after the CRC it must reach: a partial file of another version is never resumed.
+    char crc_hex[9];
+    std::snprintf(crc_hex, sizeof crc_hex, "%08x", f->crc32);
+    const fs::path partial = target.string() + "." + crc_hex + ".partial";
     // Resume after the bytes an earlier, interrupted fetch kept (checked by the final CRC).
     std::uint64_t offset = 0;
     if (fs::exists(partial)) {
@@ -136,7 +143,10 @@ transfer_stats fetch_files(const fs::path& dir, const wire::file_manifest& m,
           offset += chunk.data.size();
           st.bytes += chunk.data.size();
         }
+        if (progress) progress(st.bytes, total);
       }
+      out.close();
+      if (!out) throw std::runtime_error("cannot write " + partial.string());
     }
     const auto sum = checksum(partial);
     if (!sum || sum->second != f->crc32) {

@@ -39,10 +39,11 @@ struct transfer_stats {
 /// flight (CAF moves a few 256 KiB messages faster than one large one: measured 120 MB/s on
 /// loopback one at a time against 30 MB/s with 4 MiB); a damaged chunk is asked for again, up to
 /// 3 times. `log` gets one line per fetched file with its MB/s.
-transfer_stats fetch_files(const std::filesystem::path& dir, const wire::file_manifest& m,
-                           const std::vector<std::string>& paths, const chunk_fetcher& fetch,
-                           const wire::context& ctx, std::uint32_t chunk_bytes, int window,
-                           const std::function<void(const std::string&)>& log);
+transfer_stats fetch_files(
+    const std::filesystem::path& dir, const wire::file_manifest& m,
+    const std::vector<std::string>& paths, const chunk_fetcher& fetch, const wire::context& ctx,
+    std::uint32_t chunk_bytes, int window, const std::function<void(const std::string&)>& log,
+    const std::function<void(std::uint64_t done, std::uint64_t total)>& progress = {});
 
 /// The path of partition p's file in a manifest.
 std::string partition_file(int p);

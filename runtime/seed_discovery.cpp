@@ -119,9 +119,14 @@ discovered_seed discover_seed(const std::function<const char*(const char*)>& env
     d.rank_hint = number("DEGNN_RANK");
     return d;
   }
-  if (const std::string list = get("SLURM_JOB_NODELIST"); !list.empty()) {
+  // The step's own hosts when srun ran on a subset of the job's (SLURM_STEP_NODELIST).
+  const std::string step_list = get("SLURM_STEP_NODELIST");
+  if (const std::string list = step_list.empty() ? get("SLURM_JOB_NODELIST") : step_list;
+      !list.empty()) {
     if (port == 0) throw config_error("--join auto under Slurm needs --listen with a fixed port");
     const auto hosts = expand_slurm_nodelist(list);
+    // Several tasks on one host: task with local id L listens on the port + L.
+    d.listen_offset = std::max(0, number("SLURM_LOCALID"));
     d.seed = {hosts.front(), port};
     d.source = "Slurm";
     d.rank_hint = number("SLURM_PROCID");

@@ -29,9 +29,11 @@ struct discovered_seed {
   int rank_hint = -1;      ///< -1: none
   int expected_nodes = 0;  ///< 0: not known from the environment
   std::string source;      ///< "DEGNN_SEED", "Slurm" or "Kubernetes", for the log line
+  int listen_offset = 0;   ///< added to this node's --listen port (Slurm: the task's local id)
 };
 
-/// Reads `env` (getenv in the program, a map in tests). `fqdn` is this host's full name (for
+/// Reads `env` (getenv in the program, a map in tests). Slurm: SLURM_STEP_NODELIST, else
+/// SLURM_JOB_NODELIST. `fqdn` is this host's full name (for
 /// Kubernetes), `hostname` its short one; `port` the port every node listens on (the seed's too).
 /// Throws config_error saying what was looked for when nothing names a seed.
 discovered_seed discover_seed(const std::function<const char*(const char*)>& env,

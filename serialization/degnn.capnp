@@ -166,6 +166,8 @@ struct MembershipView {
   header @0 :Header;
   viewId @1 :UInt64;          # grows with every change of membership
   members @2 :List(Member);   # in rank order, rank 0 first (the seed)
+  secret @3 :Text;            # random, made by the seed: members prove membership with it in
+                              # their greetings and node 0 in its bye (travels only to members)
 }
 
 # -- partition files streamed from the seed to a node that lacks them (runtime/) --

@@ -95,7 +95,7 @@ file_chunk_request decode_file_chunk_request(const context& c, std::span<const c
     auto r = rd.root_of_any_cluster<FileChunkRequest>();
     file_chunk_request m{checked_path(rd, r.getPath()), r.getOffset(), r.getLength()};
     if (m.length == 0 || m.length > kMaxChunkBytes)
-      rd.fail("chunk length " + std::to_string(m.length) + " (1 .. 4 MiB)");
+      rd.fail("chunk length " + std::to_string(m.length) + " (1 .. 1 MiB)");
     return m;
   });
 }
@@ -119,7 +119,7 @@ file_chunk decode_file_chunk(const context& c, std::span<const char> b) {
     m.path = checked_path(rd, r.getPath());
     m.offset = r.getOffset();
     const auto data = r.getData();
-    if (data.size() > kMaxChunkBytes) rd.fail("chunk larger than 4 MiB");
+    if (data.size() > kMaxChunkBytes) rd.fail("chunk larger than 1 MiB");
     m.data.assign(reinterpret_cast<const char*>(data.begin()),
                   reinterpret_cast<const char*>(data.end()));
     if (crc32_of(m.data) != r.getCrc32())

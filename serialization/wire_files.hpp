@@ -11,7 +11,7 @@
 
 namespace degnn::wire {
 
-inline constexpr std::uint32_t kMaxChunkBytes = 4u << 20;
+inline constexpr std::uint32_t kMaxChunkBytes = 1u << 20;
 
 struct file_entry {
   std::string path;

@@ -86,6 +86,7 @@ bytes encode(const context& c, const membership_view& m) {
   auto r = mb.initRoot<MembershipView>();
   fill_header(r, c, {0, 0});
   r.setViewId(m.id);
+  r.setSecret(m.secret);
   auto members = r.initMembers(static_cast<unsigned>(m.members.size()));
   for (unsigned i = 0; i < m.members.size(); ++i) {
     const auto& v = m.members[i];
@@ -105,6 +106,7 @@ membership_view decode_membership_view(const context& c, std::span<const char> b
     auto r = rd.root<MembershipView>(c);
     membership_view m;
     m.id = r.getViewId();
+    m.secret = text(rd, r.getSecret(), "secret", true);
     if (m.id == 0) rd.fail("view id 0");
     const auto members = r.getMembers();
     if (members.size() == 0 || members.size() > kMaxMembers)

@@ -36,6 +36,7 @@ struct view_member {
 struct membership_view {
   std::uint64_t id = 0;
   std::vector<view_member> members;  ///< rank order
+  std::string secret;                ///< empty for a static cluster
 
   /// The rank serving partition p, or -1.
   int rank_of_partition(int p) const;

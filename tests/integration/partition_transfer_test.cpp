@@ -116,7 +116,9 @@ TEST_F(PartitionTransfer, AnInterruptedFetchResumesWhereItStopped) {
   };
   EXPECT_THROW(fetch_files(node, *manifest_, {partition_file(1)}, dies, {}, 256 << 10, 4, {}),
                std::runtime_error);
-  const fs::path partial = node / (partition_file(1) + ".partial");
+  char crc[9];
+  std::snprintf(crc, sizeof crc, "%08x", manifest_->find(partition_file(1))->crc32);
+  const fs::path partial = node / (partition_file(1) + "." + crc + ".partial");
   ASSERT_TRUE(fs::exists(partial));
   const auto kept = fs::file_size(partial);
   EXPECT_EQ(kept, 2u * 4 * (256 << 10));  // two whole windows
@@ -127,7 +129,14 @@ TEST_F(PartitionTransfer, AnInterruptedFetchResumesWhereItStopped) {
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_TRUE(contains(lines[0], "resumed at byte " + std::to_string(kept))) << lines[0];
   EXPECT_FALSE(fs::exists(partial));
-  // A partial file that is not a prefix of the seed's is thrown away, and the next fetch works.
+  // A partial file of another version of the file (another CRC in its name) is never resumed.
+  fs::remove(node / partition_file(1));
+  const fs::path stale = node / (partition_file(1) + ".0badc0de.partial");
+  std::ofstream(stale, std::ios::binary) << std::string(5000, 'x');
+  EXPECT_EQ(
+      fetch_files(node, *manifest_, {partition_file(1)}, honest(), {}, 256 << 10, 4, {}).bytes,
+      manifest_->find(partition_file(1))->size);
+  // A damaged partial file under the right name is thrown away, and the next fetch works.
   fs::remove(node / partition_file(1));
   std::ofstream(partial, std::ios::binary) << std::string(5000, 'x');
   EXPECT_THROW(fetch_files(node, *manifest_, {partition_file(1)}, honest(), {}, 256 << 10, 4, {}),

@@ -88,6 +88,16 @@ TEST(DiscoverSeed, DegnnSeedThenSlurmThenKubernetes) {
   EXPECT_TRUE(discover_seed(env, "gpu07", "gpu07", 25000).is_seed);
   EXPECT_FALSE(discover_seed(env, "gpu08", "gpu08", 25000).is_seed);
 
+  // A step on a subset of the job's hosts, two tasks per host: the step's first host is the seed,
+  // the second task on a host listens one port higher.
+  env.vars = {{"SLURM_JOB_NODELIST", "gpu[01-08]"},
+              {"SLURM_STEP_NODELIST", "gpu[05-06]"},
+              {"SLURM_PROCID", "3"},
+              {"SLURM_LOCALID", "1"}};
+  d = discover_seed(env, "gpu06", "gpu06", 25000);
+  EXPECT_EQ(d.seed, (endpoint{"gpu05", 25000}));
+  EXPECT_EQ(d.listen_offset, 1);
+
   env.vars = {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}};
   d = discover_seed(env, "degnn-2", "degnn-2.degnn.ml.svc.cluster.local", 25000);
   EXPECT_EQ(d.source, "Kubernetes");

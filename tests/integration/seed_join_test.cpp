@@ -8,11 +8,15 @@
 #include <algorithm>
 #include <memory>
 #include <random>
+#include <regex>
+
+#include <caf/io/all.hpp>
 
 #include "model/dataset.hpp"
 #include "model/partition_store.hpp"
 #include "model/partitioner.hpp"
 #include "runtime/cluster_trainer.hpp"
+#include "runtime/node_actor.hpp"
 #include "tests/integration/node_processes.hpp"
 
 using namespace degnn;
@@ -313,4 +317,57 @@ TEST_F(SeedJoin, APausedOrKilledMemberIsReportedByEveryOtherNodeWithinTheBound) 
     EXPECT_LT(t1, how == "SIGSTOP" ? 10.0 : 5.0);
     b.signal(SIGKILL);
   }
+}
+
+TEST_F(SeedJoin, AStrangerCannotStopGreetOrConfigureAMemberOfAJoinedCluster) {
+  const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
+  child_process s(node_args({"--is-seed", "--listen", seed, "--nodes", "2", "--epochs", "100000"}),
+                  log("stranger0"));
+  child_process j(node_args({"--join", seed, "--epochs", "100000"}), log("stranger1"));
+  ASSERT_TRUE(wait_for(log("stranger0"), "epoch   2", 90s)) << read_file(log("stranger0"));
+  std::smatch m;
+  const std::string out1 = read_file(log("stranger1"));
+  ASSERT_TRUE(std::regex_search(
+      out1, m, std::regex(R"(node 1: partition .* listening on 127\.0\.0\.1:(\d+))")))
+      << out1;
+  caf::actor_system_config cfg;
+  add_actor_types(cfg);
+  add_runtime_types(cfg);
+  cfg.load<caf::io::middleman>();
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto node = sys.middleman().remote_actor<node_actor>(
+      "127.0.0.1", static_cast<std::uint16_t>(std::stoi(m[1].str())));
+  ASSERT_TRUE(node) << sys.render(node.error());
+  std::vector<std::string> refusals;
+  // `ok` only names the reply type a taken message would get.
+  auto expect_refused = [&](auto&& request, auto ok) {
+    request.receive([&](decltype(ok)) { ADD_FAILURE() << "a stranger's message was taken"; },
+                    [&](caf::error& e) { refusals.push_back(sys.render(e)); });
+  };
+  expect_refused(self->request(*node, 10s, bye_atom_v, std::string("guess")), bool{});
+  expect_refused(
+      self->request(*node, 10s, greet_atom_v,
+                    node_greeting{0, {}, caf::actor_cast<caf::strong_actor_ptr>(self), ""}),
+      std::int32_t{});
+  expect_refused(self->request(*node, 10s, serve_atom_v, node_role{}, std::string("guess")),
+                 bool{});
+  expect_refused(self->request(*node, 10s, view_atom_v, peer_view{}, std::string("guess")), bool{});
+  ASSERT_EQ(refusals.size(), 4u);
+  EXPECT_TRUE(contains(refusals[0], "bye is taken from node 0 only")) << refusals[0];
+  EXPECT_TRUE(contains(refusals[1], "without this view's secret")) << refusals[1];
+  // Training goes on: node 0 reaches a later epoch and both nodes are still running.
+  const std::string seen = read_file(log("stranger0"));
+  const auto last = seen.rfind("epoch ");
+  const int epoch_then = std::stoi(seen.substr(last + 6, 4));
+  ASSERT_TRUE(wait_for(log("stranger0"),
+                       "epoch " +
+                           std::string(epoch_then + 3 < 10    ? "  "
+                                       : epoch_then + 3 < 100 ? " "
+                                                              : "") +
+                           std::to_string(epoch_then + 3),
+                       60s))
+      << read_file(log("stranger0"));
+  EXPECT_EQ(j.wait(10ms), -1) << read_file(log("stranger1"));
+  EXPECT_EQ(s.wait(10ms), -1);
 }
