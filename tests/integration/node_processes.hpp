@@ -128,6 +128,20 @@ class raw_connection {
   bool connected_ = false;
 };
 
+#ifdef DEGNN_BINARY
+/// `degnn node` with the small run most multi-process tests use on `parts` (1 epoch, batch 16,
+/// fanouts 5,10, hidden 16, seed 3, no evaluation), then `extra` (a later option wins).
+inline std::vector<std::string> small_node_run(const fs::path& parts,
+                                               const std::vector<std::string>& extra) {
+  std::vector<std::string> a = {
+      DEGNN_BINARY,   "node", "--partitions", parts.string(), "--epochs", "1", "--batch-size", "16",
+      "--fanouts",    "5,10", "--hidden",     "16",           "--seed",   "3", "--eval-every", "0",
+      "--no-progress"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+#endif
+
 /// Waits until the file holds `text` or the time is up.
 inline bool wait_for(const fs::path& file, const std::string& text,
                      std::chrono::milliseconds limit) {

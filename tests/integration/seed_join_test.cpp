@@ -62,35 +62,11 @@ class SeedJoin : public ::testing::Test {
 
   // The settings of the reference run, as node options.
   static std::vector<std::string> node_args(std::vector<std::string> extra) {
-    std::vector<std::string> a = {DEGNN_BINARY,
-                                  "node",
-                                  "--partitions",
-                                  (dir_->path / "parts").string(),
-                                  "--epochs",
-                                  "1",
-                                  "--batch-size",
-                                  "16",
-                                  "--fanouts",
-                                  "5,10",
-                                  "--hidden",
-                                  "16",
-                                  "--seed",
-                                  "3",
-                                  "--lr",
-                                  "0.01",
-                                  "--dropout",
-                                  "0.5",
-                                  "--weight-decay",
-                                  "0",
-                                  "--eval-every",
-                                  "0",
-                                  "--no-progress",
-                                  "--join-timeout",
-                                  "60",
-                                  "--connect-timeout",
-                                  "30"};
+    std::vector<std::string> a = {
+        "--lr",           "0.01", "--dropout",         "0.5", "--weight-decay", "0",
+        "--join-timeout", "60",   "--connect-timeout", "30"};
     a.insert(a.end(), extra.begin(), extra.end());
-    return a;
+    return small_node_run(dir_->path / "parts", a);
   }
   static fs::path log(const std::string& name) { return dir_->path / (name + ".log"); }
 

@@ -28,27 +28,8 @@ class TlsJoin : public ::testing::Test {
   static void TearDownTestSuite() { delete dir_; }
 
   static std::vector<std::string> node_args(std::vector<std::string> extra) {
-    std::vector<std::string> a = {DEGNN_BINARY,
-                                  "node",
-                                  "--partitions",
-                                  (dir_->path / "parts").string(),
-                                  "--epochs",
-                                  "1",
-                                  "--batch-size",
-                                  "16",
-                                  "--fanouts",
-                                  "5,10",
-                                  "--hidden",
-                                  "16",
-                                  "--seed",
-                                  "3",
-                                  "--eval-every",
-                                  "0",
-                                  "--no-progress",
-                                  "--connect-timeout",
-                                  "30"};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
+    extra.insert(extra.begin(), {"--connect-timeout", "30"});
+    return small_node_run(dir_->path / "parts", extra);
   }
   static std::vector<std::string> tls(const std::string& folder, const std::string& name) {
     return {"--tls", (dir_->path / folder).string(), "--tls-name", name};
