@@ -16,6 +16,7 @@ void print_help() {
       "  train      train a GNN (GraphSAGE or GCN) and report test accuracy\n"
       "  node       run one node process of a cluster (joins a seed, or a static peer list)\n"
       "  launch     run a whole cluster on this machine (launch --local N [node options])\n"
+      "  console    attach to node 0 of a running cluster (console HOST:PORT [-c CMD])\n"
       "  certs      make a cluster CA, node and operator key pairs and a job token (TLS)\n"
       "  info       describe a dataset directory or a partition set\n"
       "  generate   write a synthetic graph (degree-corrected SBM) in the OGB raw layout\n"
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
     if (command == "train") return degnn::run_train(argc - 2, argv + 2);
     if (command == "node") return degnn::run_node(argc - 2, argv + 2);
     if (command == "launch") return degnn::run_launch(argc - 2, argv + 2);
+    if (command == "console") return degnn::run_console(argc - 2, argv + 2);
     if (command == "certs") return degnn::run_certs(argc - 2, argv + 2);
     if (command == "info") return degnn::run_info(argc - 2, argv + 2);
     if (command == "generate") return degnn::run_generate(argc - 2, argv + 2);

@@ -8,7 +8,9 @@
 
 #include "actors/gather.hpp"
 #include "runtime/cluster_identity.hpp"
+#include "runtime/console_commands.hpp"
 #include "runtime/partition_transfer.hpp"
+#include "serialization/wire_console.hpp"
 #include "serialization/wire_membership.hpp"
 
 namespace degnn {
@@ -41,7 +43,10 @@ struct node_state {
   std::map<std::int32_t, std::string> refused;    ///< peers whose settings differ, and how
   bool has_view = false;                          ///< the local workers know every peer
   std::string local_key;                          ///< see spawn_node_actor
-  std::string fetching;  ///< "12.0 of 96.3 MB" while this node downloads its partitions
+  std::optional<console_role> console;            ///< node 0
+  std::string fetching;
+  bool farewell = false;  ///< node 0 said bye: its going away is the end of the run  ///< "12.0
+                          ///< of 96.3 MB" while this node downloads its partitions
 
   std::string me() const {
     return role ? "node " + std::to_string(role->rank) : std::string(seed ? "the seed" : "node");
@@ -150,12 +155,49 @@ caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<ch
   return rp;
 }
 
+// An operator's console command: with TLS only with a fresh proof over an operator certificate.
+std::vector<char> answer_operator(node_pointer self, const std::vector<char>& b) {
+  auto& st = self->state;
+  auto reply = [&](bool ok, std::string text) {
+    if (!ok && st.log)
+      st.log("console: refused " + sender_name(self->current_sender()) + ": " + text);
+    return wire::encode(wire::context{}, wire::console_reply{ok, std::move(text)});
+  };
+  if (!st.console) return reply(false, "only node 0 answers the console");
+  wire::console_request r;
+  try {
+    r = wire::decode_console_request(wire::context{.max_bytes = 64 << 10}, b);
+  } catch (const wire::wire_error& e) {
+    return reply(false, e.what());
+  }
+  if (st.console->tls) {
+    const auto it = st.challenges.find(caf::actor_cast<caf::actor_addr>(self->current_sender()));
+    if (it == st.challenges.end()) return reply(false, "no challenge of this node answered");
+    const std::vector<std::uint8_t> challenge = std::move(it->second);
+    st.challenges.erase(it);
+    std::string who, why;
+    try {
+      why =
+          verify_proof(*st.console->tls, {r.certificate, r.signature, r.token_mac}, challenge, who);
+    } catch (const std::exception& e) {
+      why = std::string("its proof could not be checked: ") + e.what();
+    }
+    if (!why.empty()) return reply(false, "the console's " + why);
+    if (who.rfind("operator-", 0) != 0)
+      return reply(false, "'" + who + "' is not an operator certificate (degnn certs --operators)");
+  }
+  const console_answer a = answer_console(*st.console->board, r.command);
+  return reply(a.ok, a.text);
+}
+
 node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
                                         std::vector<std::string> identity,
                                         std::optional<seed_role> seed,
                                         std::function<void(const std::string&)> log,
-                                        std::string local_key) {
+                                        std::string local_key,
+                                        std::optional<console_role> console) {
   self->state.local_key = std::move(local_key);
+  self->state.console = std::move(console);
   self->state.ctx = ctx;
   self->state.identity = std::move(identity);
   self->state.seed = std::move(seed);
@@ -200,14 +242,16 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
       [self](challenge_atom) -> caf::result<std::vector<char>> {
         auto& st = self->state;
         const auto sender = self->current_sender();
-        if (!st.seed || !st.seed->tls || !sender)
-          return actor_error(actor_errc::rejected, "this node gives no join challenges");
+        const bool gives = (st.seed && st.seed->tls) || (st.console && st.console->tls);
+        if (!gives || !sender)
+          return actor_error(actor_errc::rejected, "this node gives no challenges");
         if (st.challenges.size() >= 256) st.challenges.erase(st.challenges.begin());
         auto& c = st.challenges[caf::actor_cast<caf::actor_addr>(sender)];
         c = random_challenge();
         return std::vector<char>(c.begin(), c.end());
       },
       [self](join_atom, const std::vector<char>& b) { return take_join(self, b); },
+      [self](console_atom, const std::vector<char>& b) { return answer_operator(self, b); },
       [self](formed_atom, const std::string& key) -> caf::result<std::vector<char>> {
         auto& st = self->state;
         if (!from_this_process(self, key) || !st.seed)
@@ -344,8 +388,15 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
                                 st.role && secret == st.role->view_secret;
         if (!from_node0 && !from_this_process(self, secret))
           return actor_error(actor_errc::rejected, "bye is taken from node 0 only");
-        self->quit();
+        // The node ends when node 0 has gone, not now: closing a connection before node 0 said
+        // bye to every node could drop node 0's routes to the others (CAF 0.17 with TLS).
+        st.farewell = true;
         return true;
+      },
+      [self](farewell_atom, const std::string& key) -> caf::result<bool> {
+        if (!from_this_process(self, key))
+          return actor_error(actor_errc::rejected, "asked outside this node's process");
+        return self->state.farewell;
       },
   };
 }
@@ -354,9 +405,10 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
 
 node_actor spawn_node_actor(caf::actor_system& sys, const wire::context& ctx,
                             std::vector<std::string> identity, std::optional<seed_role> seed,
-                            std::function<void(const std::string&)> log, std::string local_key) {
+                            std::function<void(const std::string&)> log, std::string local_key,
+                            std::optional<console_role> console) {
   return sys.spawn(node_behavior, ctx, std::move(identity), std::move(seed), std::move(log),
-                   std::move(local_key));
+                   std::move(local_key), std::move(console));
 }
 
 void add_runtime_types(caf::actor_system_config& cfg) {

@@ -18,6 +18,10 @@
 #include "serialization/wire_files.hpp"
 
 namespace degnn {
+class status_board;
+}
+
+namespace degnn {
 
 /// What a connecting node says first: its rank, its cluster identity lines (see
 /// runtime/cluster_identity.hpp) and its own node actor, which the greeted node then reaches over
@@ -71,13 +75,17 @@ CAF_ADD_ATOM(degnn_runtime, degnn, challenge_atom, "challenge")
 CAF_ADD_ATOM(degnn_runtime, degnn, manifest_atom, "manifest")
 CAF_ADD_ATOM(degnn_runtime, degnn, chunk_atom, "chunk")
 CAF_ADD_ATOM(degnn_runtime, degnn, fetching_atom, "fetching")
+CAF_ADD_ATOM(degnn_runtime, degnn, console_atom, "console")
+CAF_ADD_ATOM(degnn_runtime, degnn, farewell_atom, "farewell")
 CAF_END_TYPE_ID_BLOCK(degnn_runtime)
 
 namespace degnn {
 
 /// manifest (-> the seed's partition files as a wire::file_manifest), chunk (a
 /// wire::file_chunk_request -> the wire::file_chunk; the seed only, files of its manifest only),
-/// challenge (-> 32 random bytes a joiner must sign when the cluster uses TLS; the seed only),
+/// challenge (-> 32 random bytes a joiner or an operator must sign when the cluster uses TLS),
+/// console (a wire::console_request -> a wire::console_reply; node 0 only; with TLS only with an
+/// operator certificate's proof),
 /// join (a wire::join_request -> the encoded wire::membership_view once the cluster formed;
 /// refused with the reason on anything but the seed, on differing settings, a taken address or
 /// name, a full or formed cluster, and with TLS a proof that fails or answers no challenge of
@@ -92,12 +100,13 @@ namespace degnn {
 /// partition's workers, from this process once connected -> handed to the local workers), ready
 /// (every partition's workers
 /// -> the training-set size of each partition this node serves, once this node has its view and
-/// each remote actor answered a report; not_ready before), bye (-> true, then the node actor quits
-/// and its node stops).
+/// each remote actor answered a report; not_ready before), bye (-> true: node 0 going away is now
+/// the end of the run), farewell (-> whether node 0 said bye; this process only).
 using node_actor =
     caf::typed_actor<caf::replies_to<manifest_atom>::with<std::vector<char>>,
                      caf::replies_to<chunk_atom, std::vector<char>>::with<std::vector<char>>,
                      caf::replies_to<challenge_atom>::with<std::vector<char>>,
+                     caf::replies_to<console_atom, std::vector<char>>::with<std::vector<char>>,
                      caf::replies_to<join_atom, std::vector<char>>::with<std::vector<char>>,
                      caf::replies_to<formed_atom, std::string>::with<std::vector<char>>,
                      caf::reacts_to<last_call_atom, std::string>,
@@ -108,7 +117,8 @@ using node_actor =
                      caf::replies_to<workers_atom>::with<peer_view>,
                      caf::replies_to<view_atom, peer_view, std::string>::with<bool>,
                      caf::replies_to<ready_atom, peer_view>::with<std::vector<std::int64_t>>,
-                     caf::replies_to<bye_atom, std::string>::with<bool>>;
+                     caf::replies_to<bye_atom, std::string>::with<bool>,
+                     caf::replies_to<farewell_atom, std::string>::with<bool>>;
 
 /// The seed's part: its rendezvous, and how long it waits for more nodes once MIN joined.
 struct seed_role {
@@ -119,6 +129,13 @@ struct seed_role {
   wire::file_manifest files;         ///< ... and its manifest
 };
 
+/// Node 0's part: the status board the console reads, and with TLS the files that check an
+/// operator's proof.
+struct console_role {
+  std::shared_ptr<const status_board> board;
+  std::optional<tls_files> tls;
+};
+
 /// Spawns a node actor. `identity`: this node's cluster identity lines, which every greeting and
 /// join must match; `seed`: set on the seed only; `log`: where joins and refusals are reported;
 /// `local_key`: what this process's runtime sends with formed, lastcall, serve and view (CAF
@@ -126,7 +143,8 @@ struct seed_role {
 /// told from the sender alone).
 node_actor spawn_node_actor(caf::actor_system& sys, const wire::context& ctx,
                             std::vector<std::string> identity, std::optional<seed_role> seed,
-                            std::function<void(const std::string&)> log, std::string local_key);
+                            std::function<void(const std::string&)> log, std::string local_key,
+                            std::optional<console_role> console = std::nullopt);
 
 /// Registers the runtime's message types (after add_actor_types).
 void add_runtime_types(caf::actor_system_config& cfg);

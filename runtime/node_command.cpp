@@ -168,8 +168,13 @@ int run_node(int argc, char** argv) {
   // Node 0 opens its metrics file now: a bad path is refused before the cluster forms.
   std::optional<training_report> report;
   if (coordinates) report.emplace(meta.dataset_name + "/node-cluster", s.metrics, s.progress);
-  // Node 0's read-only HTTP endpoint, up before the cluster forms (a bad address is refused now).
-  std::optional<status_board> board;
+  // Node 0's status board (read by the console and the HTTP endpoint) and its read-only HTTP
+  // endpoint, up before the cluster forms (a bad address is refused now).
+  std::shared_ptr<status_board> board;
+  if (coordinates) {
+    board = std::make_shared<status_board>(meta.dataset_name, s.pipeline, s.epochs);
+    report->observe([board](const epoch_record& r) { board->on_epoch(r); });
+  }
   std::optional<http_endpoint> http;
   if (opts.given("http")) {
     if (coordinates) {
@@ -179,8 +184,6 @@ int run_node(int argc, char** argv) {
                            " is not a loopback address; pass --insecure to serve the training's "
                            "status there (read-only, unauthenticated)");
       }
-      board.emplace(meta.dataset_name, s.pipeline, s.epochs);
-      report->observe([&](const epoch_record& r) { board->on_epoch(r); });
       http.emplace(where, *board);
       std::fprintf(stderr, "node 0: status on http://%s:%u/status and /metrics\n",
                    where.host.c_str(), http->port());
@@ -214,7 +217,8 @@ int run_node(int argc, char** argv) {
       [prefix = me_name](const std::string& line) {
         std::fprintf(stderr, "%s: %s\n", prefix.c_str(), line.c_str());
       },
-      local_key);
+      local_key,
+      coordinates ? std::optional<console_role>(console_role{board, mode.tls}) : std::nullopt);
   caf::scoped_actor self{sys};
   // Whatever ends this function, the local actors stop first: the actor system's destructor waits
   // for every actor, so an error that skipped this would hang the process.
@@ -293,7 +297,7 @@ int run_node(int argc, char** argv) {
                              me.host,        me.port,
                              mode.rank_hint, mode.name.empty() ? me.str() : mode.name};
       say("listening on " + me.str() + ", joining the seed at " + mode.seed_address.str() + how);
-      members = join_cluster(sys, self, mode.seed_address, req, mode.tls, ctx, until);
+      members = join_cluster(sys, self, seed_node, mode.seed_address, req, mode.tls, ctx, until);
     }
   }
   const int id = members.rank;
@@ -380,7 +384,10 @@ int run_node(int argc, char** argv) {
   // connection between two nodes never carries a reply.
   auto connect_to = [&](size_t p) {
     const auto& m = members.view.members[p];
-    nodes[p] = connect<node_actor>(sys, {m.host, m.port}, until, "node", mode.tls.has_value());
+    // One connection per pair of nodes: a joiner already reached the seed (rank 0).
+    nodes[p] = p == 0 && seed_node ? seed_node
+                                   : connect<node_actor>(sys, {m.host, m.port}, until, "node",
+                                                         mode.tls.has_value());
     ask_until_ready(p, "greeting", [&] {
       caf::error failure;
       self->request(
@@ -422,16 +429,16 @@ int run_node(int argc, char** argv) {
 
   if (board && mode.kind == launch_mode::static_peers) board->set_view(members.view);
   if (id != 0) {
-    // Serve until node 0 says bye (this node actor then quits) or node 0 disappears.
+    // Serve until node 0 goes away; it said bye first if the run ended (every node stays until
+    // then, so no connection closes while node 0 still says bye to the others).
     self->monitor(node);
     self->monitor(nodes[0]);
+    bool node0_gone = false;
+    self->receive([&](caf::down_msg& d) { node0_gone = d.source == nodes[0].address(); });
     bool clean = false;
-    self->receive([&](caf::down_msg& d) { clean = d.source == node.address(); });
-    if (!clean) {
-      // Node 0 ends right after our bye reply, so its down message may overtake our own node
-      // actor's; give that one a moment before calling the coordinator lost.
-      self->receive([&](caf::down_msg& d) { clean = d.source == node.address(); },
-                    caf::after(std::chrono::seconds(2)) >> [] {});
+    if (node0_gone) {
+      self->request(node, std::chrono::seconds(10), farewell_atom_v, local_key)
+          .receive([&](bool said) { clean = said; }, [](caf::error&) {});
     }
     if (!clean) throw std::runtime_error(me_name + ": lost the coordinator (node 0); stopping");
     say("stopped by the coordinator");

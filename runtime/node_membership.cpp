@@ -39,10 +39,10 @@ membership await_formation(caf::scoped_actor& self, const node_actor& node,
   return {wire::decode_membership_view(ctx, bytes), 0};
 }
 
-membership join_cluster(caf::actor_system& sys, caf::scoped_actor& self, const endpoint& seed,
-                        wire::join_request me, const std::optional<tls_files>& tls,
-                        const wire::context& ctx, deadline until) {
-  const auto node = connect<node_actor>(sys, seed, until, "seed", tls.has_value());
+membership join_cluster(caf::actor_system& sys, caf::scoped_actor& self, const node_actor& node,
+                        const endpoint& seed, wire::join_request me,
+                        const std::optional<tls_files>& tls, const wire::context& ctx,
+                        deadline until) {
   std::vector<char> bytes;
   std::string failure;
   if (tls) {

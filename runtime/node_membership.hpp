@@ -34,12 +34,13 @@ wire::membership_view static_view(const std::vector<endpoint>& peers);
 membership await_formation(caf::scoped_actor& self, const node_actor& node,
                            const wire::context& ctx, deadline until, const std::string& local_key);
 
-/// A joiner: reaches the seed (retrying while it is not up yet), asks to join as `me` (with TLS:
+/// A joiner: asks the seed's node actor (reached once, see connect) to join as `me` (with TLS:
 /// proving its certificate over the seed's challenge) and waits for the view; its rank is the
 /// member with its address and name.
-membership join_cluster(caf::actor_system& sys, caf::scoped_actor& self, const endpoint& seed,
-                        wire::join_request me, const std::optional<tls_files>& tls,
-                        const wire::context& ctx, deadline until);
+membership join_cluster(caf::actor_system& sys, caf::scoped_actor& self, const node_actor& seed,
+                        const endpoint& seed_address, wire::join_request me,
+                        const std::optional<tls_files>& tls, const wire::context& ctx,
+                        deadline until);
 
 /// Retries a connection until it succeeds or the deadline passes: peers start in any order.
 /// `tls`: through CAF's OpenSSL module (both sides present a certificate of the cluster CA).

@@ -197,3 +197,19 @@ struct FileChunk {
   data @3 :Data;
   crc32 @4 :UInt32;           # of data: a chunk damaged on the way is asked for again
 }
+
+# -- operator console (degnn console) to node 0 --
+
+struct ConsoleRequest {
+  header @0 :Header;          # clusterId 0: an operator does not know the run's settings
+  command @1 :Text;           # one line, e.g. "progress"
+  certificate @2 :Text;       # with TLS: the operator's certificate (operator-K), PEM
+  signature @3 :Data;         # with TLS: node 0's challenge signed with its key
+  tokenMac @4 :Data;          # with TLS: HMAC-SHA256 of the challenge with the job token
+}
+
+struct ConsoleReply {
+  header @0 :Header;
+  ok @1 :Bool;
+  text @2 :Text;              # JSON (or Prometheus text for "metrics"), or the error
+}

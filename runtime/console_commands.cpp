@@ -1,0 +1,50 @@
+// The console's commands, answered from the status board's JSON.
+#include "runtime/console_commands.hpp"
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "runtime/status_board.hpp"
+
+namespace degnn {
+
+const std::vector<std::pair<std::string, std::string>>& console_command_list() {
+  static const std::vector<std::pair<std::string, std::string>> list = {
+      {"nodes", "every member: rank, name, address, partitions"},
+      {"view", "the membership view and its id"},
+      {"progress", "epoch, steps, loss, last validation accuracy, steps per second, ETA"},
+      {"status", "all of the above, with the run's phase, traffic and node 0's memory"},
+      {"metrics", "the Prometheus text that GET /metrics serves"},
+      {"help", "this list (help CMD: one command)"},
+  };
+  return list;
+}
+
+console_answer answer_console(const status_board& board, const std::string& command) {
+  std::istringstream in(command);
+  std::string word, arg, extra;
+  in >> word >> arg >> extra;
+  if (word.empty()) return {false, "empty command (try help)"};
+  const auto& list = console_command_list();
+  if (word == "help") {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [name, text] : list)
+      if (arg.empty() || arg == name) j[name] = text;
+    if (j.empty()) return {false, "no command '" + arg + "' (try help)"};
+    return {true, j.dump()};
+  }
+  if (!arg.empty()) return {false, "'" + word + "' takes no argument"};
+  if (word == "metrics") return {true, board.prometheus()};
+  const auto status = nlohmann::json::parse(board.status_json());
+  if (word == "status") return {true, status.dump()};
+  if (word == "view") return {true, status["view"].dump()};
+  if (word == "nodes") return {true, status["view"]["members"].dump()};
+  if (word == "progress") {
+    auto p = status["progress"];
+    p["phase"] = status["phase"];
+    return {true, p.dump()};
+  }
+  return {false, "unknown command '" + word + "' (try help)"};
+}
+
+}  // namespace degnn

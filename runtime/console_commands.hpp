@@ -1,0 +1,23 @@
+// What node 0 answers to the operator console (`degnn console`): read-only commands over the
+// status board. Each answer is JSON (Prometheus text for `metrics`); an unknown or malformed
+// command gets an error, and the console goes on.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace degnn {
+
+class status_board;
+
+struct console_answer {
+  bool ok = false;
+  std::string text;
+};
+
+/// The commands and a line of help each, in the order `help` lists them.
+const std::vector<std::pair<std::string, std::string>>& console_command_list();
+
+console_answer answer_console(const status_board& board, const std::string& command);
+
+}  // namespace degnn

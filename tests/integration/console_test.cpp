@@ -1,0 +1,122 @@
+// Tests of `degnn console` against a live 2-node cluster (issue 13, read-only commands): every
+// command answers well-formed output (valid JSON with --json), a malformed command gets an error
+// and the console goes on, the cluster trains on after consoles came and went, and the console
+// refuses a TLS cluster (CAF 0.17.6 would drop node 0's routes when it detaches).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/cluster_certificates.hpp"
+#include "runtime/console_commands.hpp"
+#include "tests/integration/node_processes.hpp"
+
+using namespace degnn;
+using namespace degnn::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+class Console : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new temp_dir("console");
+    write_two_metis_parts(fs::path(DEGNN_SOURCE_DIR) / "data/pubmed", dir_->path / "parts");
+    make_cluster_certificates(dir_->path / "certs", 2, 1, 2);
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  // A 2-node cluster that trains until the test ends; returns node 0's address.
+  std::string start_cluster(const std::string& name, const std::vector<std::string>& tls0,
+                            const std::vector<std::string>& tls1) {
+    const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
+    auto a0 = std::vector<std::string>{"--is-seed", "--listen",     seed, "--epochs",
+                                       "100000",    "--eval-every", "5"};
+    a0.insert(a0.end(), tls0.begin(), tls0.end());
+    auto a1 = std::vector<std::string>{"--join", seed, "--epochs", "100000", "--eval-every", "5"};
+    a1.insert(a1.end(), tls1.begin(), tls1.end());
+    nodes_.push_back(
+        std::make_unique<child_process>(small_node_run(dir_->path / "parts", a0), log(name + "0")));
+    nodes_.push_back(
+        std::make_unique<child_process>(small_node_run(dir_->path / "parts", a1), log(name + "1")));
+    EXPECT_TRUE(wait_for(log(name + "0"), "epoch   6", 90s)) << read_file(log(name + "0"));
+    return seed;
+  }
+  // Runs `degnn console ARGS` (through sh when stdin is given); returns exit code and output.
+  std::pair<int, std::string> console(const std::vector<std::string>& args,
+                                      const std::string& stdin_text = "") {
+    const fs::path out = log("console-" + std::to_string(++runs_));
+    std::vector<std::string> cmd = {DEGNN_BINARY, "console"};
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    if (!stdin_text.empty()) {
+      std::string line =
+          "printf '" + stdin_text + "' | '" + std::string(DEGNN_BINARY) + "' console";
+      for (const auto& a : args)
+        line += " '" + a + "'";
+      cmd = {"/bin/sh", "-c", line};
+    }
+    child_process c(cmd, out);
+    const int rc = c.wait(30s);
+    return {rc, read_file(out)};
+  }
+  static fs::path log(const std::string& name) { return dir_->path / (name + ".log"); }
+  std::vector<std::unique_ptr<child_process>> nodes_;
+  int runs_ = 0;
+  static temp_dir* dir_;
+};
+temp_dir* Console::dir_ = nullptr;
+
+}  // namespace
+
+TEST_F(Console, EachCommandAnswersAndAMalformedOneGetsAnErrorWhileTheConsoleGoesOn) {
+  const std::string node0 = start_cluster("plain", {}, {});
+  for (const auto& [name, help] : console_command_list()) {
+    const auto [rc, out] = console({node0, "-c", name, "--json"});
+    ASSERT_EQ(rc, 0) << name << ": " << out;
+    if (name == "metrics") {
+      EXPECT_TRUE(contains(out, "# TYPE degnn_steps_total counter")) << out;
+      continue;
+    }
+    const auto j = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << name << ": " << out;
+    if (name == "progress") {
+      EXPECT_GT(j["steps"].get<int>(), 0);
+      EXPECT_EQ(j["phase"], "training");
+      EXPECT_FALSE(j["valid_acc"].is_null());
+    }
+    if (name == "nodes") {
+      EXPECT_EQ(j.size(), 2u);
+    }
+    if (name == "view") {
+      EXPECT_EQ(j["id"], 1);
+    }
+  }
+  const auto [bad_rc, bad] = console({node0, "-c", "progress now"});
+  EXPECT_EQ(bad_rc, 1);
+  EXPECT_TRUE(contains(bad, "'progress' takes no argument")) << bad;
+  // Interactive (stdin not a terminal): an unknown command, then two good ones, then quit.
+  const auto [rc, out] =
+      console({node0, "--json"}, "bogus\\nprogress\\n\\nview\\nquit\\nprogress\\n");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(contains(out, "error: unknown command 'bogus' (try help)")) << out;
+  EXPECT_TRUE(contains(out, "\"steps_per_epoch\"")) << out;
+  EXPECT_TRUE(contains(out, "\"members\"")) << out;
+  // Nothing after quit was run: one progress answer only.
+  EXPECT_EQ(out.find("\"steps_per_epoch\""), out.rfind("\"steps_per_epoch\"")) << out;
+  // The consoles came and went; the cluster trains on.
+  EXPECT_EQ(nodes_[0]->wait(10ms), -1) << read_file(log("plain0"));
+  EXPECT_EQ(nodes_[1]->wait(10ms), -1) << read_file(log("plain1"));
+  const auto [gone_rc, gone] = console(
+      {"127.0.0.1:" + std::to_string(free_port_pair()), "-c", "progress", "--timeout", "1"});
+  EXPECT_EQ(gone_rc, 1);
+  EXPECT_TRUE(contains(gone, "cannot reach the node")) << gone;
+}
+
+TEST_F(Console, RefusesToAttachToATlsClusterWhoseRunItWouldStop) {
+  // CAF 0.17.6 drops a node's routes to every other node when any TLS connection to it closes
+  // (a detaching console stopped the run in every try): the console says so instead.
+  const std::string certs = (dir_->path / "certs").string();
+  const auto [rc, out] =
+      console({"127.0.0.1:24999", "-c", "progress", "--tls", certs, "--tls-name", "operator-0"});
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_TRUE(contains(out, "closing a TLS connection to node 0 drops its routes")) << out;
+}
