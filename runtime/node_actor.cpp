@@ -68,6 +68,22 @@ bool from_this_process(node_pointer self, const std::string& key) {
          outsider(self->current_sender(), self->node(), {}).empty();
 }
 
+// A joiner's or an operator's proof over the challenge this node gave the sender (used once):
+// "" with `who` set to the certificate's name, or why not.
+std::string check_proof(node_pointer self, const tls_files& tls, const join_proof& proof,
+                        std::string& who) {
+  auto& st = self->state;
+  const auto it = st.challenges.find(caf::actor_cast<caf::actor_addr>(self->current_sender()));
+  if (it == st.challenges.end()) return "it answers no challenge of this node (or reuses one)";
+  const std::vector<std::uint8_t> challenge = std::move(it->second);
+  st.challenges.erase(it);
+  try {
+    return verify_proof(tls, proof, challenge, who);
+  } catch (const std::exception& e) {  // this node's own files: never let them kill the actor
+    return std::string("its proof could not be checked: ") + e.what();
+  }
+}
+
 // The seed forms the cluster: every waiting joiner gets the same view.
 void form(node_pointer self) {
   auto& st = self->state;
@@ -108,18 +124,9 @@ caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<ch
   if (st.seed->tls) {
     // CAF's TLS layer checked that the peer holds some certificate of the CA; the proof binds
     // this request to that certificate's name and to this job.
-    const auto it = st.challenges.find(caf::actor_cast<caf::actor_addr>(sender));
-    if (it == st.challenges.end())
-      return refuse("joiner '" + j.name + "' answers no challenge of this seed (or reuses one)");
-    const std::vector<std::uint8_t> challenge = std::move(it->second);
-    st.challenges.erase(it);
-    std::string certified, why;
-    try {
-      why = verify_proof(*st.seed->tls, {j.certificate, j.signature, j.token_mac}, challenge,
-                         certified);
-    } catch (const std::exception& e) {  // the seed's own files: never let them kill the actor
-      why = std::string("its proof could not be checked: ") + e.what();
-    }
+    std::string certified;
+    const std::string why =
+        check_proof(self, *st.seed->tls, {j.certificate, j.signature, j.token_mac}, certified);
     if (!why.empty()) return refuse("joiner '" + j.name + "': " + why);
     // Operator certificates are for the console, not for serving partitions.
     if (certified.rfind("node-", 0) != 0)
@@ -171,17 +178,9 @@ std::vector<char> answer_operator(node_pointer self, const std::vector<char>& b)
     return reply(false, e.what());
   }
   if (st.console->tls) {
-    const auto it = st.challenges.find(caf::actor_cast<caf::actor_addr>(self->current_sender()));
-    if (it == st.challenges.end()) return reply(false, "no challenge of this node answered");
-    const std::vector<std::uint8_t> challenge = std::move(it->second);
-    st.challenges.erase(it);
-    std::string who, why;
-    try {
-      why =
-          verify_proof(*st.console->tls, {r.certificate, r.signature, r.token_mac}, challenge, who);
-    } catch (const std::exception& e) {
-      why = std::string("its proof could not be checked: ") + e.what();
-    }
+    std::string who;
+    const std::string why =
+        check_proof(self, *st.console->tls, {r.certificate, r.signature, r.token_mac}, who);
     if (!why.empty()) return reply(false, "the console's " + why);
     if (who.rfind("operator-", 0) != 0)
       return reply(false, "'" + who + "' is not an operator certificate (degnn certs --operators)");
