@@ -35,6 +35,7 @@
 #include "runtime/partition_transfer.hpp"
 #include "runtime/process_stats.hpp"
 #include "runtime/seed_discovery.hpp"
+#include "runtime/seed_file_client.hpp"
 #include "runtime/status_board.hpp"
 #include "runtime/train_options.hpp"
 #include "runtime/worker_actors.hpp"
@@ -95,53 +96,16 @@ int run_node(int argc, char** argv) {
       std::chrono::steady_clock::now() + std::chrono::seconds(opts.integer("join-timeout", 1));
   // A joiner needs no shared filesystem: the files it lacks (or holds with another checksum)
   // come from the seed, the set's description now and its partitions once it has a rank.
-  std::optional<caf::scoped_actor> transfer;
   node_actor seed_node;
-  wire::file_manifest seed_files;
+  std::optional<seed_file_client> seed_files;
+  wire::file_manifest files;  ///< the seed's partition files (on the seed and on joiners)
   std::function<void(std::uint64_t, std::uint64_t)> fetch_progress;  // set once the node actor runs
-  auto fetch_from_seed = [&](const std::vector<std::string>& paths) {
-    const auto st = fetch_files(
-        s.partitions, seed_files, paths,
-        [&](const std::vector<std::vector<char>>& reqs) {
-          auto& self = *transfer;
-          std::vector<decltype(self->request(seed_node, std::chrono::seconds(60), chunk_atom_v,
-                                             reqs.front()))>
-              pending;
-          for (const auto& r : reqs)
-            pending.push_back(self->request(seed_node, std::chrono::seconds(60), chunk_atom_v, r));
-          std::vector<std::vector<char>> replies(reqs.size());
-          std::string failure;
-          for (size_t i = 0; i < pending.size(); ++i) {
-            pending[i].receive([&](std::vector<char>& r) { replies[i] = std::move(r); },
-                               [&](caf::error& e) { failure = sys.render(e); });
-          }
-          if (!failure.empty()) throw std::runtime_error("fetching from the seed: " + failure);
-          return replies;
-        },
-        wire::context{}, 256u << 10, 4,
-        [](const std::string& line) { std::fprintf(stderr, "joiner: %s\n", line.c_str()); },
-        fetch_progress);
-    if (st.files_fetched > 0) {
-      std::fprintf(stderr, "joiner: fetched %d files, %.1f MB in %.2f s (%.0f MB/s); %d present\n",
-                   st.files_fetched, static_cast<double>(st.bytes) / 1e6, st.seconds,
-                   static_cast<double>(st.bytes) / 1e6 / std::max(st.seconds, 1e-9),
-                   st.files_present);
-    }
-  };
   if (mode.kind == launch_mode::joiner) {
-    transfer.emplace(sys);
     seed_node =
         connect<node_actor>(sys, mode.seed_address, join_until, "seed", mode.tls.has_value());
-    std::string failure;
-    (*transfer)
-        ->request(seed_node, std::chrono::seconds(30), manifest_atom_v)
-        .receive([&](std::vector<char>& b) { seed_files = wire::decode_file_manifest({}, b); },
-                 [&](caf::error& e) { failure = sys.render(e); });
-    if (!failure.empty())
-      throw std::runtime_error("joiner: the seed at " + mode.seed_address.str() +
-                               " listed no partition files: " + failure);
-    std::filesystem::create_directories(s.partitions);
-    fetch_from_seed({kPartitionMetaName, "owner.bin"});
+    seed_files.emplace(sys, seed_node, mode.seed_address.str(), s.partitions);
+    seed_files->fetch({kPartitionMetaName, "owner.bin"});
+    files = seed_files->manifest();
   }
   // Everything that can be checked is checked before any actor starts: an error after that point
   // must first stop the actors (see `stopper` below).
@@ -200,7 +164,7 @@ int run_node(int argc, char** argv) {
   };
   std::optional<seed_role> seed;
   if (mode.kind == launch_mode::seed) {
-    seed_files = manifest_of(s.partitions);
+    files = manifest_of(s.partitions);
     seed.emplace(seed_role{
         rendezvous(mode.nodes.first, mode.nodes.second, meta.num_parts,
                    {mode.advertise, mode.listen.port, 0,
@@ -208,7 +172,7 @@ int run_node(int argc, char** argv) {
                                       : mode.name}),
         std::chrono::milliseconds(
             static_cast<std::int64_t>(opts.real("last-call", 0, 3600) * 1000)),
-        mode.tls, s.partitions, seed_files});
+        mode.tls, s.partitions, files});
   }
   // The node actor logs under the name it starts with (it may outlive this function's locals).
   const std::string local_key = random_hex(16);
@@ -314,7 +278,7 @@ int run_node(int argc, char** argv) {
     std::vector<std::string> mine;
     for (int p : members.view.members[static_cast<size_t>(id)].partitions)
       mine.push_back(partition_file(p));
-    fetch_from_seed(mine);
+    seed_files->fetch(mine, fetch_progress);
   }
   if (mode.kind != launch_mode::static_peers) served = serve(members);
   say("partition " + served + " (" + std::to_string(n) + " nodes, view " +
@@ -326,7 +290,7 @@ int run_node(int argc, char** argv) {
     for (const auto& m : members.view.members) {
       std::uint64_t bytes = 0;
       for (int p : m.partitions)
-        if (const auto* f = seed_files.find(partition_file(p))) bytes += f->size;
+        if (const auto* f = files.find(partition_file(p))) bytes += f->size;
       largest_download = std::max(largest_download, bytes);
     }
   }
