@@ -105,12 +105,7 @@ int run_console(int argc, char** argv) {
   add_actor_types(cfg);
   add_runtime_types(cfg);
   cfg.load<caf::io::middleman>();
-  if (tls) {
-    cfg.openssl_certificate = tls->certificate().string();
-    cfg.openssl_key = tls->key().string();
-    cfg.openssl_cafile = tls->ca().string();
-    cfg.load<caf::openssl::manager>();
-  }
+  if (tls) use_tls(cfg, *tls);
   caf::actor_system sys{cfg};
   const auto node = connect<node_actor>(
       sys, where, std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s), "node",

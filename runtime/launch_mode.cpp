@@ -43,7 +43,8 @@ std::vector<option_spec> node_option_specs() {
                    "node 0: serve GET /status (JSON) and /metrics (Prometheus) on ADDR:PORT "
                    "(loopback unless --insecure)"});
   specs.push_back({"heartbeat-ms", "500", "milliseconds between heartbeats on each connection"});
-  // 60 s: a node's CAF middleman sends no heartbeat while it serializes one large message, and
+  // 60 s: most likely no heartbeat gets out while the middleman handles one large message (not
+  // measured directly), and
   // the exact-inference history set-up on the 1M-node synthetic graph (4 nodes, 2 cores) went
   // silent for more than 10 s (20 x 500 ms raised false alarms; 60 x 500 ms survived).
   specs.push_back({"heartbeat-misses", "120",

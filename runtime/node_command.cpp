@@ -78,13 +78,7 @@ int run_node(int argc, char** argv) {
   add_actor_types(cfg);
   add_runtime_types(cfg);
   cfg.load<caf::io::middleman>();
-  if (mode.tls) {
-    // Both sides present a certificate of the cluster CA (CAF requires one once a file is set).
-    cfg.openssl_certificate = mode.tls->certificate().string();
-    cfg.openssl_key = mode.tls->key().string();
-    cfg.openssl_cafile = mode.tls->ca().string();
-    cfg.load<caf::openssl::manager>();
-  }
+  if (mode.tls) use_tls(cfg, *mode.tls);
   // Heartbeats on every connection: a peer that stops answering (SIGSTOP, a cut link) is dropped
   // after the connection timeout, which the coordinator sees as a lost actor.
   const auto heartbeat = std::chrono::milliseconds(opts.integer("heartbeat-ms", 10, 60'000));

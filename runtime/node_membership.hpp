@@ -42,6 +42,15 @@ membership join_cluster(caf::actor_system& sys, caf::scoped_actor& self, const n
                         const std::optional<tls_files>& tls, const wire::context& ctx,
                         deadline until);
 
+/// Makes every connection of this actor system mutual TLS with `tls`'s certificate, key and CA
+/// (CAF then requires a certificate of the CA from both sides); after the middleman is loaded.
+inline void use_tls(caf::actor_system_config& cfg, const tls_files& tls) {
+  cfg.openssl_certificate = tls.certificate().string();
+  cfg.openssl_key = tls.key().string();
+  cfg.openssl_cafile = tls.ca().string();
+  cfg.load<caf::openssl::manager>();
+}
+
 /// Retries a connection until it succeeds or the deadline passes: peers start in any order.
 /// `tls`: through CAF's OpenSSL module (both sides present a certificate of the cluster CA).
 /// Each attempt is a request to the middleman with a time-out: `remote_actor` waits forever

@@ -132,6 +132,28 @@ inline void check_ids(const reader& r, const std::vector<std::int32_t>& ids, con
   }
 }
 
+// A TLS proof (certificate PEM, signature, HMAC), the same three fields in a join request and a
+// console request: bounded, so a peer cannot make the receiver hold more than a proof needs.
+template <class Builder>
+void put_proof(Builder r, const std::string& certificate,
+               const std::vector<std::uint8_t>& signature,
+               const std::vector<std::uint8_t>& token_mac) {
+  r.setCertificate(certificate);
+  r.setSignature(kj::arrayPtr(signature.data(), signature.size()));
+  r.setTokenMac(kj::arrayPtr(token_mac.data(), token_mac.size()));
+}
+
+template <class Reader>
+void get_proof(const reader& rd, Reader r, std::string& certificate,
+               std::vector<std::uint8_t>& signature, std::vector<std::uint8_t>& token_mac) {
+  if (r.getCertificate().size() > 16384) rd.fail("certificate longer than 16 KiB");
+  if (r.getSignature().size() > 1024 || r.getTokenMac().size() > 64)
+    rd.fail("signature or token longer than a signature or an HMAC");
+  certificate = r.getCertificate().cStr();
+  signature.assign(r.getSignature().begin(), r.getSignature().end());
+  token_mac.assign(r.getTokenMac().begin(), r.getTokenMac().end());
+}
+
 // Float matrices travel as rows, cols and a float32 Data blob.
 template <class Builder>
 void put_matrix(Builder r, const Matrix& m, capnp::Data::Builder (Builder::*init)(unsigned)) {

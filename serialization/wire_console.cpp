@@ -13,9 +13,7 @@ bytes encode(const context& c, const console_request& m) {
   auto r = mb.initRoot<ConsoleRequest>();
   fill_header(r, c, {0, -1});
   r.setCommand(m.command);
-  r.setCertificate(m.certificate);
-  r.setSignature(kj::arrayPtr(m.signature.data(), m.signature.size()));
-  r.setTokenMac(kj::arrayPtr(m.token_mac.data(), m.token_mac.size()));
+  put_proof(r, m.certificate, m.signature, m.token_mac);
   return to_bytes(mb);
 }
 
@@ -24,14 +22,9 @@ console_request decode_console_request(const context& c, std::span<const char> b
     reader rd(c, b, "console request");
     auto r = rd.root_of_any_cluster<ConsoleRequest>();
     if (r.getCommand().size() > 1024) rd.fail("command longer than 1024 bytes");
-    if (r.getCertificate().size() > 16384) rd.fail("certificate longer than 16 KiB");
-    if (r.getSignature().size() > 1024 || r.getTokenMac().size() > 64)
-      rd.fail("signature or token longer than a signature or an HMAC");
     console_request m;
     m.command = r.getCommand().cStr();
-    m.certificate = r.getCertificate().cStr();
-    m.signature.assign(r.getSignature().begin(), r.getSignature().end());
-    m.token_mac.assign(r.getTokenMac().begin(), r.getTokenMac().end());
+    get_proof(rd, r, m.certificate, m.signature, m.token_mac);
     return m;
   });
 }

@@ -15,7 +15,6 @@ namespace {
 constexpr std::size_t kMaxText = 1024;
 constexpr std::size_t kMaxIdentityLines = 256;
 constexpr std::size_t kMaxMembers = 4096;
-constexpr std::size_t kMaxCertificate = 16384;
 
 std::string text(const reader& rd, capnp::Text::Reader t, const char* field, bool may_be_empty) {
   if (t.size() > kMaxText) rd.fail(std::string(field) + " is longer than 1024 bytes");
@@ -50,9 +49,7 @@ bytes encode(const context& c, const join_request& m) {
   r.setPort(m.port);
   r.setRankHint(m.rank_hint);
   r.setName(m.name);
-  r.setCertificate(m.certificate);
-  r.setSignature(kj::arrayPtr(m.signature.data(), m.signature.size()));
-  r.setTokenMac(kj::arrayPtr(m.token_mac.data(), m.token_mac.size()));
+  put_proof(r, m.certificate, m.signature, m.token_mac);
   return to_bytes(mb);
 }
 
@@ -71,12 +68,7 @@ join_request decode_join_request(const context& c, std::span<const char> b) {
     m.rank_hint = r.getRankHint();
     if (m.rank_hint < -1) rd.fail("rank hint " + std::to_string(m.rank_hint));
     m.name = text(rd, r.getName(), "name", false);
-    if (r.getCertificate().size() > kMaxCertificate) rd.fail("certificate longer than 16 KiB");
-    m.certificate = r.getCertificate().cStr();
-    if (r.getSignature().size() > 1024 || r.getTokenMac().size() > 64)
-      rd.fail("signature or token longer than a signature or an HMAC");
-    m.signature.assign(r.getSignature().begin(), r.getSignature().end());
-    m.token_mac.assign(r.getTokenMac().begin(), r.getTokenMac().end());
+    get_proof(rd, r, m.certificate, m.signature, m.token_mac);
     return m;
   });
 }
