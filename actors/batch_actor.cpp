@@ -168,7 +168,7 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
   auto& st = self->state;
   st.part = std::move(part);
   st.book = std::move(book);
-  st.replica = std::make_unique<model_replica>(model);
+  st.replica = make_replica(model, settings);
   st.settings = std::move(settings);
   st.ctx = ctx;
   if (st.settings.trace) st.stages.keep_spans();
@@ -220,6 +220,9 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
       },
       [self, guarded](params_atom, const wire_message& m) {
         return guarded(wire::kind::control, true, m, [&] { return parameters(self, m); });
+      },
+      [self, guarded](save_atom, const wire_message& m) {
+        return guarded(wire::kind::control, true, m, [&] { return save_replica(self, m); });
       },
       [self, guarded, control](report_atom, const wire_message& m) {
         return guarded(wire::kind::control, false, m, [&]() -> caf::result<wire_message> {

@@ -37,4 +37,9 @@ caf::result<wire_message> start_centralized_step(self_ptr self, const wire::cont
 /// took its gradients.
 caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::control& c);
 
+/// Coordinated checkpoint (batch_checkpoint.cpp): a checkpoint control snapshots the replica and
+/// replies once the file is durable (counts: size, CRC-32); a commit control writes the commit
+/// record. Throws (the caller refuses the request) on a bad control or a missing file.
+caf::result<wire_message> save_replica(self_ptr self, const wire_message& m);
+
 }  // namespace degnn::batch_detail

@@ -209,6 +209,10 @@ coordinator_actor::behavior_type coordinator_behavior(
       [self](trace_atom) {
         return enqueue<std::string>(self, [self](auto rp, fail_fn fail) { trace(self, rp, fail); });
       },
+      [self](save_atom, std::uint64_t next_step, bool wait) {
+        return enqueue<std::uint64_t>(
+            self, [=](auto rp, fail_fn fail) { checkpoint(self, rp, fail, next_step, wait); });
+      },
       [self](configure_atom, bool pipelined, bool keep_spans) {
         return enqueue<bool>(self, [=](auto rp, fail_fn) mutable {
           self->state.pipelined = pipelined;

@@ -66,7 +66,9 @@ struct coordinator_status {
   /// Wall time split: only a step phase running, only an all-reduce (with, decentralized, the
   /// shards' backward that feeds it), both at once (pipelined steps). Totals.
   std::uint64_t steps_only_us = 0, allreduce_only_us = 0, overlap_us = 0;
-  std::string error;  ///< why the coordinator failed, if it did
+  std::uint64_t commits = 0;              ///< coordinated checkpoints committed
+  std::uint64_t committed_next_step = 0;  ///< the last commit's step to resume with
+  std::string error;                      ///< why the coordinator failed, if it did
 
   coordinator_phase phase() const { return static_cast<coordinator_phase>(phase_code); }
   void set_phase(coordinator_phase p) { phase_code = static_cast<std::uint8_t>(p); }
@@ -97,7 +99,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, coordinator_status& x) {
   return f(caf::meta::type_name("degnn.coordinator_status"), x.phase_code, x.epoch, x.step,
            x.steps_done, x.applies, x.queued, x.last_loss, x.allreduce_us, x.step_phase_us,
-           x.steps_only_us, x.allreduce_only_us, x.overlap_us, x.error);
+           x.steps_only_us, x.allreduce_only_us, x.overlap_us, x.commits, x.committed_next_step,
+           x.error);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_parameters& x) {
@@ -127,7 +130,8 @@ namespace degnn {
 /// runstep (epoch, batch index, global step, decentralized -> step_result), finish (the gradient
 /// phase of a step still in flight -> true), inithist (layers, step -> true), evaluate (layers,
 /// step -> eval_result), params (step -> replica_parameters), report (-> cluster_report), trace
-/// (-> Chrome trace JSON), configure (pipelined, keep spans -> true), status (-> at once).
+/// (-> Chrome trace JSON), configure (pipelined, keep spans -> true), save (next step, wait ->
+/// next step: a coordinated checkpoint), status (-> at once).
 using coordinator_actor =
     caf::typed_actor<caf::replies_to<run_step_atom, std::uint32_t, std::uint64_t, std::uint64_t,
                                      bool>::with<step_result>,
@@ -138,6 +142,7 @@ using coordinator_actor =
                      caf::replies_to<report_atom>::with<cluster_report>,
                      caf::replies_to<trace_atom>::with<std::string>,
                      caf::replies_to<configure_atom, bool, bool>::with<bool>,
+                     caf::replies_to<save_atom, std::uint64_t, bool>::with<std::uint64_t>,
                      caf::replies_to<status_atom>::with<coordinator_status>>;
 
 /// Spawns the coordinator of the cluster whose partition p has batchers[p], shards[p] and
@@ -184,6 +189,13 @@ class coordinator {
   void init_history(int num_layers, std::uint64_t global_step);
   /// Exact layer-wise full-neighbour inference over all partitions; accuracy counts per split.
   eval_result evaluate(int num_layers, std::uint64_t global_step);
+  /// A coordinated two-phase checkpoint of the state before global step `next_step`, taken at
+  /// the step boundary (a step in flight is finished first): every batch actor snapshots its
+  /// replica and writes it in the background; once all confirmed the same file, each writes its
+  /// commit record. wait: return after the commit; otherwise at once (steps go on while the files
+  /// are written; a failure fails the next command). Throws when the checkpoint fails.
+  void checkpoint(std::uint64_t next_step, bool wait);
+
   /// Every replica's parameters (to check they agree, or to checkpoint).
   std::vector<std::vector<float>> parameters(std::uint64_t global_step);
   /// Sum of every actor's counters and the coordinator's own.

@@ -107,6 +107,11 @@ std::vector<std::vector<float>> coordinator::parameters(std::uint64_t global_ste
   return ask<replica_parameters>(4, params_atom_v, global_step).values;
 }
 
+void coordinator::checkpoint(std::uint64_t next_step, bool wait) {
+  // Waiting: a step in flight, the snapshot, the write and the commit (and a checkpoint before).
+  ask<std::uint64_t>(8, save_atom_v, next_step, wait);
+}
+
 cluster_traffic coordinator::traffic() {
   return ask<cluster_report>(3, report_atom_v).traffic();
 }

@@ -34,6 +34,8 @@ struct coordinator_state {
   std::deque<std::function<void()>> queue;  ///< commands behind the running one
   bool busy = false;
   std::function<void(const std::string&)> running_fail;  ///< fails the running command
+  bool checkpoint_pending = false;                  ///< a checkpoint is being written or committed
+  std::vector<std::function<void()>> after_commit;  ///< checkpoints waiting for that one
 };
 
 using self_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
@@ -99,5 +101,12 @@ void init_history(self_ptr self, caf::typed_response_promise<bool> rp, fail_fn f
                   std::uint64_t step);
 void report(self_ptr self, caf::typed_response_promise<cluster_report> rp, fail_fn fail);
 void trace(self_ptr self, caf::typed_response_promise<std::string> rp, fail_fn fail);
+
+// -- coordinated checkpoints (coordinator_checkpoint.cpp) --
+
+/// Finishes a step in flight, has every batch actor save its replica, then commit. Answers
+/// next_step once the saves were sent, or (wait) once every commit record was written.
+void checkpoint(self_ptr self, caf::typed_response_promise<std::uint64_t> rp, fail_fn fail,
+                std::uint64_t next_step, bool wait);
 
 }  // namespace degnn::coordinator_detail

@@ -92,6 +92,7 @@ CAF_ADD_ATOM(degnn, degnn, step_atom, "step")
 CAF_ADD_ATOM(degnn, degnn, gradient_atom, "gradient")
 CAF_ADD_ATOM(degnn, degnn, apply_atom, "apply")
 CAF_ADD_ATOM(degnn, degnn, params_atom, "params")
+CAF_ADD_ATOM(degnn, degnn, save_atom, "save")
 // -- every actor --
 CAF_ADD_ATOM(degnn, degnn, report_atom, "report")
 CAF_ADD_ATOM(degnn, degnn, trace_atom, "trace")
@@ -132,11 +133,13 @@ using store_actor =
 ///   step (control -> allreduce_chunk with the step's loss counts: the gradient in the
 ///   centralized pipeline), gradient (control -> allreduce_chunk: its own and its shard's
 ///   gradient), apply (averaged allreduce_chunk -> control, after its shard applied it too),
-///   params (control -> allreduce_chunk), report, trace.
+///   params (control -> allreduce_chunk), save (control checkpoint: snapshot the replica and
+///   write it in the background -> result with size and CRC-32; control commit: write the commit
+///   record -> result), report, trace.
 using batch_actor =
     caf::typed_actor<wire_call<step_atom>, wire_call<gradient_atom>, wire_call<apply_atom>,
-                     wire_call<params_atom>, wire_call<report_atom>, wire_call<trace_atom>,
-                     caf::reacts_to<view_atom, peer_view>>;
+                     wire_call<params_atom>, wire_call<save_atom>, wire_call<report_atom>,
+                     wire_call<trace_atom>, caf::reacts_to<view_atom, peer_view>>;
 
 /// One encoded message of kind k.
 inline wire_message pack(wire::kind k, wire::bytes b) {

@@ -95,7 +95,7 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
   auto& st = self->state;
   st.part = std::move(part);
   st.book = std::move(book);
-  st.replica = std::make_unique<model_replica>(model);
+  st.replica = make_replica(model, settings);
   st.settings = std::move(settings);
   st.ctx = ctx;
   st.halo = halo_cache(st.part->halo);

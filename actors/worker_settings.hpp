@@ -5,14 +5,24 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "model/replica.hpp"
 
 namespace degnn {
 
 /// Told of every request an actor refuses, with the actor, the sender and the cause (the runtime
 /// logs it); empty: refusals are only counted.
 using reject_log = std::function<void(const std::string&)>;
+
+/// Where a replica starts when a run resumes from a committed checkpoint: parameters (in
+/// parameter order) and the optimiser's state, the same for every replica.
+struct replica_start {
+  std::vector<float> parameters;
+  adam_state optimizer;
+};
 
 struct worker_settings {
   bool decentralized = false;        ///< computation push (DEGNN) instead of pulling (DistDGL)
@@ -28,10 +38,25 @@ struct worker_settings {
   double local_bias = 1.0;  ///< see expand_local: remote share of a local expansion's fanout
   bool trace = false;       ///< keep every stage span for a trace file
   reject_log on_reject;
+  /// Coordinated checkpoints: partition p's batch actor writes its replica's state to
+  /// checkpoint_dir/part-p (empty: a checkpoint request is refused).
+  std::string checkpoint_dir;
+  std::shared_ptr<const replica_start> start;  ///< null: fresh parameters from the seed
 
   /// The level the shards' partial sums are at: h^(top) of the neighbours, top = layers - 1.
   int top_level() const { return static_cast<int>(fanouts.size()) - 1; }
 };
+
+/// A new replica, restored to `start` when the run resumes.
+inline std::unique_ptr<model_replica> make_replica(const replica_config& c,
+                                                   const worker_settings& s) {
+  auto r = std::make_unique<model_replica>(c);
+  if (s.start) {
+    r->set_parameters(s.start->parameters);
+    r->optimizer().set_state(s.start->optimizer);
+  }
+  return r;
+}
 
 /// Partition 0's node runs the coordinator: replies to it from other parts count as traffic.
 inline constexpr int kCoordinatorPart = 0;

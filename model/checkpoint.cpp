@@ -80,7 +80,11 @@ struct reader {
 
 }  // namespace
 
-void save_checkpoint(const std::filesystem::path& path, const gnn_model& model, const adam& opt) {
+std::uint32_t checkpoint_crc(std::string_view bytes) {
+  return crc_of(bytes.data(), bytes.size());
+}
+
+std::string encode_checkpoint(const gnn_model& model, const adam& opt) {
   writer w;
   const model_config& c = model.config();
   w.put<std::int32_t>(static_cast<std::int32_t>(c.kind));
@@ -109,11 +113,11 @@ void save_checkpoint(const std::filesystem::path& path, const gnn_model& model, 
   h.put<std::uint32_t>(checkpoint_version);
   h.put<std::uint32_t>(crc_of(w.buf.data(), w.buf.size()));
   h.put<std::uint64_t>(w.buf.size());
+  return h.buf + w.buf;
+}
 
-  durable_file out(path);
-  out.write(h.buf.data(), h.buf.size());
-  out.write(w.buf.data(), w.buf.size());
-  out.commit();
+void save_checkpoint(const std::filesystem::path& path, const gnn_model& model, const adam& opt) {
+  write_file_durably(path, encode_checkpoint(model, opt));
 }
 
 checkpoint load_checkpoint(const std::filesystem::path& path) {
@@ -121,6 +125,10 @@ checkpoint load_checkpoint(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw data_error::at(file, 0, "cannot open checkpoint");
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return decode_checkpoint(bytes, file);
+}
+
+checkpoint decode_checkpoint(std::string_view bytes, const std::string& file) {
   if (bytes.size() < kHeaderSize)
     throw data_error::at(file, 0, "checkpoint truncated: shorter than its header");
   if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)

@@ -12,6 +12,7 @@
 #include "model/feature_transform.hpp"
 #include "model/partitioner.hpp"
 #include "model/sampler.hpp"
+#include "runtime/cluster_resume.hpp"
 #include "runtime/compute_threads.hpp"
 #include "runtime/process_stats.hpp"
 #include "runtime/worker_actors.hpp"
@@ -36,18 +37,21 @@ worker_settings make_worker_settings(const train_settings& s) {
                          .staleness = s.staleness,
                          .fusion = s.fusion,
                          .local_bias = s.local_bias,
-                         .trace = !s.trace.empty()};
+                         .trace = !s.trace.empty(),
+                         .checkpoint_dir = s.checkpoint_dir};
 }
 
 cluster_result drive_training(coordinator& coord, const train_settings& s, const replica_config& rc,
-                              std::uint64_t nb, training_report& report, const step_hook& on_step) {
+                              std::uint64_t nb, std::uint64_t first_step, training_report& report,
+                              const step_hook& on_step) {
   cluster_result result;
   const bool decentralized = s.pipeline == "decentralized";
   if (decentralized) {
-    // History starts exact: one layer-wise inference pass before the first step.
+    // History starts exact: one layer-wise inference pass before the first step (also after a
+    // resume: the history is not checkpointed, this pass rebuilds it from the parameters).
     stopwatch clock;
     const std::uint64_t before = coord.traffic().sent.total_bytes();
-    coord.init_history(rc.num_layers, 0);
+    coord.init_history(rc.num_layers, first_step);
     result.init_bytes = coord.traffic().sent.total_bytes() - before;
     std::printf("history initialised by exact inference in %.2f s (%.2f MB)\n", clock.seconds(),
                 static_cast<double>(result.init_bytes) / 1e6);
@@ -58,7 +62,9 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
   std::uint64_t bytes_before = totals_before.sent.total_bytes();
   wire::traffic kinds_before = totals_before.sent;
   const auto parts = static_cast<double>(std::max<size_t>(1, coord.num_parts()));
-  for (int epoch = 0; epoch < s.epochs; ++epoch) {
+  const bool checkpoints = !s.checkpoint_dir.empty();
+  const auto first_epoch = static_cast<int>(first_step / nb);
+  for (int epoch = first_epoch; epoch < s.epochs; ++epoch) {
     epoch_record rec;
     rec.epoch = epoch + 1;
     if (epoch == 0) rec.setup_bytes = result.init_bytes;
@@ -67,7 +73,7 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     double loss_sum = 0;
     std::uint64_t correct = 0;
     const std::uint64_t steps = s.max_batches ? std::min(nb, s.max_batches) : nb;
-    for (std::uint64_t i = 0; i < steps; ++i) {
+    for (std::uint64_t i = epoch == first_epoch ? first_step % nb : 0; i < steps; ++i) {
       const std::uint64_t step = static_cast<std::uint64_t>(epoch) * nb + i;
       const step_result r =
           decentralized ? coord.step_decentralized(static_cast<std::uint32_t>(epoch), i, step)
@@ -79,6 +85,10 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
       if (on_step) on_step(step, r.seeds ? r.loss_sum / static_cast<double>(r.seeds) : 0.0);
       report.batch_progress(rec.epoch, i + 1, steps, rec.seeds ? loss_sum / rec.seeds : 0,
                             rec.seeds / std::max(1e-9, epoch_clock.seconds()));
+      // Not at the epoch's last step: the epoch end checkpoints anyway.
+      if (checkpoints && s.checkpoint_every > 0 && (i + 1) % s.checkpoint_every == 0 &&
+          i + 1 < steps)
+        coord.checkpoint(step + 1, false);
     }
     coord.finish_steps();  // the epoch's last all-reduce belongs to it
     rec.epoch_s = epoch_clock.seconds();
@@ -142,6 +152,10 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
       rec.test_acc = ev.accuracy(2);
       rec.eval_s = clock.seconds();
     }
+    // The epoch-end checkpoint's messages count with the evaluation's, outside the epoch's bytes;
+    // the run's last one is waited for, so a finished run has it committed.
+    if (checkpoints)
+      coord.checkpoint(static_cast<std::uint64_t>(epoch + 1) * nb, epoch + 1 == s.epochs);
     totals_before = coord.traffic();
     kinds_before = totals_before.sent;
     bytes_before = kinds_before.total_bytes();
@@ -197,7 +211,9 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
   rc.in_dim = d.num_features();
   rc.num_classes = d.num_classes;
   const wire::context ctx{.cluster_id = cluster_id_for(d.name, s.seed)};
-  const worker_settings ws = make_worker_settings(s);
+  worker_settings ws = make_worker_settings(s);
+  const cluster_start start = load_cluster_start(s, rc, ctx.cluster_id, book->num_parts());
+  ws.start = start.state;
 
   caf::actor_system_config cfg;
   // The in-process workers share this machine's cores.
@@ -227,8 +243,8 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
   try {
     coordinator coord(self.ptr(), handles.batchers, handles.shards, handles.stores, ctx,
                       ws.timeout);
-    result =
-        drive_training(coord, s, rc, batches_per_epoch(train_sizes, s.batch_size), report, on_step);
+    result = drive_training(coord, s, rc, batches_per_epoch(train_sizes, s.batch_size),
+                            start.next_step, report, on_step);
   } catch (...) {
     stop_all();
     throw;

@@ -27,10 +27,13 @@ struct cluster_result {
 cluster_result train_cluster(const train_settings& s, const dataset& d, training_report& report,
                              const step_hook& on_step = {});
 
-/// The epoch loop over a wired cluster, shared by the in-process cluster and `degnn node`.
+/// The epoch loop over a wired cluster, shared by the in-process cluster and `degnn node`, from
+/// global step first_step (a resumed run's; its replicas were restored at spawn). With
+/// s.checkpoint_dir: a coordinated checkpoint at each epoch end (the last one waited for) and
+/// every s.checkpoint_every steps of an epoch.
 cluster_result drive_training(coordinator& coord, const train_settings& s, const replica_config& rc,
-                              std::uint64_t batches_per_epoch, training_report& report,
-                              const step_hook& on_step);
+                              std::uint64_t batches_per_epoch, std::uint64_t first_step,
+                              training_report& report, const step_hook& on_step);
 
 /// The workers' actors' settings for a training run.
 worker_settings make_worker_settings(const train_settings& s);

@@ -24,6 +24,7 @@
 #include "model/feature_transform.hpp"
 #include "model/partition_store.hpp"
 #include "runtime/cluster_identity.hpp"
+#include "runtime/cluster_resume.hpp"
 #include "runtime/cluster_trainer.hpp"
 #include "runtime/commands.hpp"
 #include "runtime/compute_threads.hpp"
@@ -118,9 +119,17 @@ int run_node(int argc, char** argv) {
   replica_config rc = s.model;
   rc.in_dim = meta.num_features;
   rc.num_classes = meta.num_classes;
-  const cluster_identity identity = identity_of(s, meta);
+  cluster_identity identity = identity_of(s, meta);
   const wire::context ctx{.cluster_id = identity.hash()};
   worker_settings ws = make_worker_settings(s);
+  // Resuming: each node reads its own copy of the run's last commit; the nodes must agree on its
+  // step (and on whether checkpoints are written), so the join compares them like any setting.
+  const cluster_start start = load_cluster_start(s, rc, ctx.cluster_id, meta.num_parts);
+  ws.start = start.state;
+  identity.lines.push_back(
+      "resume_step=" + (s.resume.empty() ? std::string("none") : std::to_string(start.next_step)));
+  identity.lines.push_back("checkpoints=" + std::string(s.checkpoint_dir.empty() ? "off" : "on") +
+                           " every " + std::to_string(s.checkpoint_every));
   const bool coordinates =
       mode.kind == launch_mode::seed || (mode.kind == launch_mode::static_peers && mode.id == 0);
   // Node 0 opens its metrics file now: a bad path is refused before the cluster forms.
@@ -434,10 +443,11 @@ int run_node(int argc, char** argv) {
       board->set_steps_per_epoch(per_epoch);
       board->set_phase("training");
     }
-    result = drive_training(coord, s, rc, per_epoch, *report, [&](std::uint64_t step, double loss) {
-      losses.push_back(loss);
-      if (board) board->on_step(step, loss);
-    });
+    result = drive_training(coord, s, rc, per_epoch, start.next_step, *report,
+                            [&](std::uint64_t step, double loss) {
+                              losses.push_back(loss);
+                              if (board) board->on_step(step, loss);
+                            });
   } catch (const std::exception& e) {
     if (board) board->set_phase("failed");
     // The coordinator names partitions; the operator wants the node (rank, name, address).

@@ -70,6 +70,9 @@ int run_train(int argc, char** argv) {
   if (t.pipeline == s.pipeline) throw config_error("--compare-with names the pipeline being run");
   t.metrics.clear();
   t.checkpoint.clear();
+  t.checkpoint_dir.clear();
+  t.checkpoint_every = 0;
+  t.resume.clear();
   t.progress = false;
   std::printf("comparing with the %s pipeline (same partitions and seed) ...\n",
               t.pipeline.c_str());

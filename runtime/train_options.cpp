@@ -48,7 +48,13 @@ std::vector<option_spec> train_option_specs() {
        "clusters: write every worker's pipeline stages to this Chrome trace event file "
        "(open in Perfetto or chrome://tracing)"},
       {"checkpoint", "", "write the best-validation model here"},
-      {"resume", "", "start from this checkpoint (parameters and optimiser state)"},
+      {"resume", "",
+       "start from this checkpoint: a file (single), or a --checkpoint-dir folder (clusters: its "
+       "newest committed checkpoint; steps, parameters and optimiser state)"},
+      {"checkpoint-dir", "",
+       "clusters: coordinated checkpoints of every replica into this folder (on each node its "
+       "own), at each epoch end and every --checkpoint-every steps"},
+      {"checkpoint-every", "0", "clusters: also checkpoint every N steps of an epoch (0 = no)"},
       {"no-progress", "false", "no live progress line", true},
       {"timeout", "120", "seconds any request between actors may take"},
       {"history-bits", "8",
@@ -122,6 +128,10 @@ train_settings read_train_settings(const option_set& opts) {
   s.trace = opts.str("trace");
   s.checkpoint = opts.str("checkpoint");
   s.resume = opts.str("resume");
+  s.checkpoint_dir = opts.str("checkpoint-dir");
+  s.checkpoint_every = static_cast<std::uint64_t>(opts.integer("checkpoint-every", 0));
+  if (s.checkpoint_every > 0 && s.checkpoint_dir.empty())
+    throw config_error("--checkpoint-every needs --checkpoint-dir (where to write them)");
   // An option the run would ignore is an error, not a surprise after training.
   if (s.pipeline != "decentralized") {
     for (const char* key : {"history-bits", "staleness", "fusion", "stochastic-rounding",
@@ -134,7 +144,8 @@ train_settings read_train_settings(const option_set& opts) {
     }
   }
   if (s.pipeline == "single") {
-    for (const char* key : {"trace", "compare-with", "partition-method"}) {
+    for (const char* key :
+         {"trace", "compare-with", "partition-method", "checkpoint-dir", "checkpoint-every"}) {
       if (opts.given(key)) {
         throw config_error(std::string("--") + key +
                            " applies to clusters only (this run's pipeline is single)");
@@ -160,9 +171,9 @@ train_settings read_train_settings(const option_set& opts) {
                          "' does not exist");
     }
   }
-  if (!s.resume.empty() && s.pipeline != "single") {
-    throw config_error("--resume restarts single-process training only (--pipeline single); a " +
-                       s.pipeline + " cluster cannot start from a checkpoint yet");
+  if (!s.resume.empty() && s.pipeline != "single" && !std::filesystem::is_directory(s.resume)) {
+    throw config_error("--resume " + s.resume + ": a " + s.pipeline +
+                       " cluster resumes from a --checkpoint-dir folder, and this is none");
   }
   s.progress = !opts.flag("no-progress");
   s.timeout_s = static_cast<int>(opts.integer("timeout", 1, 86400));

@@ -130,13 +130,14 @@ struct Control {
     step @0;
     epoch @1;                 # unused since readiness moved to the node actor (runtime/)
     evaluate @2;
-    checkpoint @3;
+    checkpoint @3;            # parameters, or (save) snapshot and persist the replica
     shutdown @4;              # unused: the node actor stops a node
     result @5;
     gradient @6;
     refresh @7;
     initHistory @8;
     trace @9;                 # the timeline of stages, as Chrome trace events in `text`
+    commit @10;               # checkpoint: every replica confirmed; counts = size, CRC-32
   }
 }
 

@@ -101,6 +101,7 @@ enum class control_kind : std::uint16_t {
   refresh,       ///< decentralized: pull the halo's historical embeddings
   init_history,  ///< decentralized: seed the history from the last evaluation
   trace,         ///< the actor's stage timeline (Chrome trace events in text)
+  commit,        ///< a checkpoint every replica confirmed: write its commit record
 };
 struct control {
   header h;

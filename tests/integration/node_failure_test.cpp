@@ -150,7 +150,9 @@ TEST_F(NodeFailure, BadOptionsAreRefusedBeforeTheClusterForms) {
   const std::vector<bad_case> cases = {
       {{"--peers", "127.0.0.1:24811abc,127.0.0.1:24812"}, "bad port in '127.0.0.1:24811abc'"},
       {{"--metrics", (dir_->path / "no-such-folder" / "m.json").string()}, "--metrics: folder"},
-      {{"--resume", (dir_->path / "x.ckpt").string()}, "--resume restarts single-process"},
+      {{"--resume", (dir_->path / "x.ckpt").string()},
+       "cluster resumes from a --checkpoint-dir folder, and this is none"},
+      {{"--checkpoint-every", "5"}, "--checkpoint-every needs --checkpoint-dir"},
       {{"--data", "data/pubmed"}, "--data is not used by a node"},
       {{"--peers", "192.0.2.1:24811,127.0.0.1:24812"},
        "192.0.2.1 is not a loopback address, and nodes do not authenticate each other yet"},

@@ -1,0 +1,122 @@
+// Commit records: "key value" lines, written through durable_file, read back strictly (every
+// key once, nothing else).
+#include "model/commit_record.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
+
+#include "model/data_error.hpp"
+#include "model/durable_file.hpp"
+
+namespace degnn {
+namespace fs = std::filesystem;
+
+namespace {
+constexpr const char* kRecordName = "COMMIT";
+constexpr const char* kRecordMagic = "degnn-commit 1";
+}  // namespace
+
+fs::path replica_checkpoint_dir(const fs::path& dir, int part) {
+  return dir / ("part-" + std::to_string(part));
+}
+
+std::string checkpoint_file_name(std::uint64_t next_step) {
+  return "ckpt-" + std::to_string(next_step) + ".bin";
+}
+
+void write_commit_record(const fs::path& dir, const commit_record& r) {
+  const auto previous = read_commit_record(dir);
+  std::ostringstream out;
+  out << kRecordMagic << "\nnext_step " << r.next_step << "\ncluster_id " << r.cluster_id
+      << "\nparts " << r.parts << "\nfile " << r.file << "\nsize " << r.size << "\ncrc " << r.crc
+      << "\n";
+  write_file_durably(dir / kRecordName, out.str());
+  // Keep this commit's file and the previous one's (a node that has not committed yet may still
+  // point at it); older checkpoint files are garbage.
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("ckpt-", 0) != 0 || name == r.file || (previous && name == previous->file))
+      continue;
+    fs::remove(entry.path(), ec);
+  }
+}
+
+std::optional<commit_record> read_commit_record(const fs::path& dir) {
+  const fs::path path = dir / kRecordName;
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  const std::string file = path.string();
+  std::string line;
+  if (!std::getline(in, line) || line != kRecordMagic)
+    throw data_error::at(file, 1,
+                         std::string("not a commit record (expected '") + kRecordMagic + "')");
+  std::map<std::string, std::string> fields;
+  for (std::int64_t n = 2; std::getline(in, line); ++n) {
+    const auto space = line.find(' ');
+    if (space == std::string::npos || space == 0 || space + 1 == line.size())
+      throw data_error::at(file, n, "expected 'key value', got '" + line + "'");
+    if (!fields.emplace(line.substr(0, space), line.substr(space + 1)).second)
+      throw data_error::at(file, n, "key '" + line.substr(0, space) + "' given twice");
+  }
+  auto number = [&](const char* key) -> std::uint64_t {
+    auto it = fields.find(key);
+    if (it == fields.end()) throw data_error::at(file, 0, std::string("no '") + key + "' line");
+    try {
+      std::size_t used = 0;
+      const auto v = std::stoull(it->second, &used);
+      if (used != it->second.size()) throw std::invalid_argument(key);
+      return v;
+    } catch (const std::exception&) {
+      throw data_error::at(file, 0,
+                           std::string("'") + key + "' is not a number: '" + it->second + "'");
+    }
+  };
+  commit_record r;
+  r.next_step = number("next_step");
+  r.cluster_id = number("cluster_id");
+  r.parts = static_cast<std::int32_t>(number("parts"));
+  r.size = number("size");
+  r.crc = static_cast<std::uint32_t>(number("crc"));
+  auto f = fields.find("file");
+  if (f == fields.end() || f->second.find('/') != std::string::npos || f->second.empty())
+    throw data_error::at(file, 0, "no 'file' line naming a file beside the record");
+  r.file = f->second;
+  if (fields.size() != 6) throw data_error::at(file, 0, "unknown keys in the record");
+  return r;
+}
+
+committed_checkpoint load_committed_checkpoint(const fs::path& dir) {
+  if (!fs::is_directory(dir)) throw data_error::at(dir.string(), 0, "checkpoint folder not found");
+  struct found {
+    commit_record record;
+    fs::path folder;
+  };
+  std::optional<found> best;
+  auto consider = [&](const fs::path& folder) {
+    auto r = read_commit_record(folder);
+    if (r && (!best || r->next_step > best->record.next_step)) best = found{*r, folder};
+  };
+  consider(dir);
+  if (!best) {
+    for (const auto& entry : fs::directory_iterator(dir))
+      if (entry.is_directory() && entry.path().filename().string().rfind("part-", 0) == 0)
+        consider(entry.path());
+  }
+  if (!best)
+    throw data_error::at(dir.string(), 0,
+                         "no committed checkpoint here (no COMMIT in it or its part-* folders)");
+  const fs::path path = best->folder / best->record.file;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw data_error::at(path.string(), 0, "the commit record names it, but it is missing");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() != best->record.size || checkpoint_crc(bytes) != best->record.crc)
+    throw data_error::at(path.string(), 0,
+                         "size or CRC-32 differs from its commit record (damaged file)");
+  return committed_checkpoint{best->record, best->folder, decode_checkpoint(bytes, path.string())};
+}
+
+}  // namespace degnn

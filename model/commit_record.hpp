@@ -1,0 +1,50 @@
+// The commit record of a coordinated cluster checkpoint (DESIGN.md section 8): a small text file
+// COMMIT in a replica's checkpoint folder naming the checkpoint file of the last step every
+// replica confirmed, with its size and CRC-32. A checkpoint counts only once its record is there.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/checkpoint.hpp"
+
+namespace degnn {
+
+struct commit_record {
+  std::uint64_t next_step = 0;   ///< global step the resumed run starts with
+  std::uint64_t cluster_id = 0;  ///< the run's id (dataset and seed)
+  std::int32_t parts = 0;        ///< partitions of the run
+  std::string file;              ///< checkpoint file, beside the record
+  std::uint64_t size = 0;
+  std::uint32_t crc = 0;  ///< CRC-32 of the whole file
+
+  bool operator==(const commit_record&) const = default;
+};
+
+/// Name of replica p's checkpoint folder inside a run's checkpoint folder.
+std::filesystem::path replica_checkpoint_dir(const std::filesystem::path& dir, int part);
+/// Name of the checkpoint file of the state before global step `next_step`.
+std::string checkpoint_file_name(std::uint64_t next_step);
+
+/// Writes dir/COMMIT durably (temporary file, fsync, rename), then removes checkpoint files of
+/// dir older than the previous commit's. Throws data_error naming the file.
+void write_commit_record(const std::filesystem::path& dir, const commit_record& r);
+/// Reads dir/COMMIT; nothing when there is none. Throws data_error naming the file and line
+/// when it is malformed.
+std::optional<commit_record> read_commit_record(const std::filesystem::path& dir);
+
+struct committed_checkpoint {
+  commit_record record;
+  std::filesystem::path folder;  ///< where the record was found
+  checkpoint state;
+};
+
+/// The newest committed checkpoint under `dir`: dir/COMMIT itself, else the newest of
+/// dir/part-*/COMMIT. Checks the file's size and CRC against the record. Throws data_error naming
+/// the folder when there is none, or the file when it is damaged.
+committed_checkpoint load_committed_checkpoint(const std::filesystem::path& dir);
+
+}  // namespace degnn

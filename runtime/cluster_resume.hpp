@@ -1,0 +1,25 @@
+// Where a cluster run starts: step 0 with fresh parameters, or (--resume DIR) the newest
+// committed coordinated checkpoint of a checkpoint folder, checked against this run.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "actors/worker_settings.hpp"
+#include "runtime/train_options.hpp"
+
+namespace degnn {
+
+struct cluster_start {
+  std::uint64_t next_step = 0;                 ///< global step the run starts with
+  std::shared_ptr<const replica_start> state;  ///< null: fresh parameters
+};
+
+/// Nothing to load without s.resume. Otherwise loads and verifies the newest commit under
+/// s.resume; throws config_error when it is of another run (cluster id, partitions, model) and
+/// data_error when it is missing or damaged. Prints where it resumes.
+cluster_start load_cluster_start(const train_settings& s, const replica_config& rc,
+                                 std::uint64_t cluster_id, int parts);
+
+}  // namespace degnn
