@@ -53,7 +53,7 @@ caf::result<wire_message> save_replica(self_ptr self, const wire_message& m) {
       throw std::runtime_error("cannot commit " + (dir / file).string() +
                                ": it is missing or of another size");
     write_commit_record(dir, {.next_step = c.h.step,
-                              .cluster_id = st.ctx.cluster_id,
+                              .cluster_id = st.settings.run_id,
                               .parts = st.book->num_parts(),
                               .file = file,
                               .size = c.counts[0],

@@ -42,6 +42,7 @@ struct worker_settings {
   /// checkpoint_dir/part-p (empty: a checkpoint request is refused).
   std::string checkpoint_dir;
   std::shared_ptr<const replica_start> start;  ///< null: fresh parameters from the seed
+  std::uint64_t run_id = 0;  ///< names the run in commit records (what a resume must match)
 
   /// The level the shards' partial sums are at: h^(top) of the neighbours, top = layers - 1.
   int top_level() const { return static_cast<int>(fanouts.size()) - 1; }

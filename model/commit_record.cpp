@@ -119,4 +119,34 @@ committed_checkpoint load_committed_checkpoint(const fs::path& dir) {
   return committed_checkpoint{best->record, best->folder, decode_checkpoint(bytes, path.string())};
 }
 
+committed_checkpoint load_checkpoint_of_step(const fs::path& dir, std::uint64_t next_step) {
+  if (!fs::is_directory(dir)) throw data_error::at(dir.string(), 0, "checkpoint folder not found");
+  std::vector<fs::path> folders{dir};
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.is_directory() && entry.path().filename().string().rfind("part-", 0) == 0)
+      folders.push_back(entry.path());
+  const std::string name = checkpoint_file_name(next_step);
+  for (const fs::path& folder : folders) {
+    const fs::path path = folder / name;
+    if (!fs::exists(path)) continue;
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto record = read_commit_record(folder);
+    if (record && record->file == name &&
+        (bytes.size() != record->size || checkpoint_crc(bytes) != record->crc))
+      throw data_error::at(path.string(), 0,
+                           "size or CRC-32 differs from its commit record (damaged file)");
+    commit_record r;
+    if (record) r = *record;  // the run's id and parts; the step is the one asked for
+    r.next_step = next_step;
+    r.file = name;
+    r.size = bytes.size();
+    r.crc = checkpoint_crc(bytes);
+    return committed_checkpoint{r, folder, decode_checkpoint(bytes, path.string())};
+  }
+  throw data_error::at(dir.string(), 0,
+                       "no checkpoint of step " + std::to_string(next_step) + " here (" + name +
+                           "), but the cluster resumes from it");
+}
+
 }  // namespace degnn

@@ -47,4 +47,12 @@ struct committed_checkpoint {
 /// the folder when there is none, or the file when it is damaged.
 committed_checkpoint load_committed_checkpoint(const std::filesystem::path& dir);
 
+/// The checkpoint before global step `next_step` under `dir` (dir or its part-* folders), for a
+/// node told by its seed which commit the cluster resumes from: every node holds that file once
+/// any node committed it (phase 1 ends everywhere before any commit). The file's own checksum is
+/// verified, and against a commit record that names it. Throws data_error naming the folder when
+/// there is no such file, or the file when it is damaged.
+committed_checkpoint load_checkpoint_of_step(const std::filesystem::path& dir,
+                                             std::uint64_t next_step);
+
 }  // namespace degnn

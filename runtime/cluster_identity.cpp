@@ -78,6 +78,17 @@ std::uint64_t cluster_identity::hash() const {
   return h;
 }
 
+std::uint64_t cluster_identity::checkpoint_run_id() const {
+  cluster_identity kept;
+  for (const auto& line : lines) {
+    const std::string key = line.substr(0, line.find('='));
+    if (key != "epochs" && key != "eval_every" && key != "max_batches" && key != "resume" &&
+        key != "resume_step" && key != "checkpoints")
+      kept.lines.push_back(line);
+  }
+  return kept.hash();
+}
+
 std::string cluster_identity::difference(const std::vector<std::string>& theirs,
                                          const std::string& me, const std::string& them) const {
   auto on = [](const std::string& who) { return who == "here" ? who : "on " + who; };

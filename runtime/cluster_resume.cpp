@@ -8,14 +8,17 @@
 
 namespace degnn {
 
-cluster_start load_cluster_start(const train_settings& s, const replica_config& rc,
-                                 std::uint64_t cluster_id, int parts) {
-  if (s.resume.empty()) return {};
-  committed_checkpoint c = load_committed_checkpoint(s.resume);
+namespace {
+
+cluster_start start_from(committed_checkpoint c, const replica_config& rc, std::uint64_t cluster_id,
+                         int parts) {
   const std::string where = (c.folder / "COMMIT").string();
-  if (c.record.cluster_id != cluster_id)
+  // A folder without any commit record (a crash during the run's first commit) cannot say whose
+  // file it holds; the file's own checksum and the model check below still apply.
+  const bool unrecorded = c.record.cluster_id == 0 && c.record.parts == 0;
+  if (!unrecorded && c.record.cluster_id != cluster_id)
     throw config_error(where + ": a checkpoint of another run (dataset or --seed differ)");
-  if (c.record.parts != parts)
+  if (!unrecorded && c.record.parts != parts)
     throw config_error(where + ": a checkpoint of " + std::to_string(c.record.parts) +
                        " partitions, this run has " + std::to_string(parts));
   model_replica fresh(rc);
@@ -30,6 +33,19 @@ cluster_start load_cluster_start(const train_settings& s, const replica_config& 
               static_cast<unsigned long long>(c.record.next_step),
               (c.folder / c.record.file).c_str());
   return {c.record.next_step, std::move(state)};
+}
+
+}  // namespace
+
+cluster_start load_cluster_start(const train_settings& s, const replica_config& rc,
+                                 std::uint64_t cluster_id, int parts) {
+  if (s.resume.empty()) return {};
+  return start_from(load_committed_checkpoint(s.resume), rc, cluster_id, parts);
+}
+
+cluster_start load_cluster_start_at(const train_settings& s, const replica_config& rc,
+                                    std::uint64_t cluster_id, int parts, std::uint64_t next_step) {
+  return start_from(load_checkpoint_of_step(s.resume, next_step), rc, cluster_id, parts);
 }
 
 }  // namespace degnn

@@ -22,4 +22,8 @@ struct cluster_start {
 cluster_start load_cluster_start(const train_settings& s, const replica_config& rc,
                                  std::uint64_t cluster_id, int parts);
 
+/// A joiner's start: its own copy of the checkpoint before `next_step` (its seed's last commit).
+cluster_start load_cluster_start_at(const train_settings& s, const replica_config& rc,
+                                    std::uint64_t cluster_id, int parts, std::uint64_t next_step);
+
 }  // namespace degnn

@@ -212,7 +212,8 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
   rc.num_classes = d.num_classes;
   const wire::context ctx{.cluster_id = cluster_id_for(d.name, s.seed)};
   worker_settings ws = make_worker_settings(s);
-  const cluster_start start = load_cluster_start(s, rc, ctx.cluster_id, book->num_parts());
+  ws.run_id = ctx.cluster_id;  // dataset and seed: what a resumed run must share
+  const cluster_start start = load_cluster_start(s, rc, ws.run_id, book->num_parts());
   ws.start = start.state;
 
   caf::actor_system_config cfg;

@@ -90,6 +90,7 @@ void form(node_pointer self) {
   std::vector<std::uint64_t> key_of_rank;
   wire::membership_view view = st.seed->joins.close(1, key_of_rank);
   view.secret = random_hex(32);
+  view.resume_step = st.seed->resume_step;
   st.view_bytes = wire::encode(st.ctx, view);
   std::string names;
   for (const auto& m : view.members)

@@ -127,6 +127,7 @@ struct seed_role {
   std::optional<tls_files> tls;      ///< set: every joiner must prove its certificate and job token
   std::filesystem::path partitions;  ///< the partition set it serves to nodes that lack files
   wire::file_manifest files;         ///< ... and its manifest
+  std::uint64_t resume_step = 0;     ///< resuming: the step of the seed's last commit (view)
 };
 
 /// Node 0's part: the status board the console reads, and with TLS the files that check an

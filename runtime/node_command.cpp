@@ -122,12 +122,19 @@ int run_node(int argc, char** argv) {
   cluster_identity identity = identity_of(s, meta);
   const wire::context ctx{.cluster_id = identity.hash()};
   worker_settings ws = make_worker_settings(s);
+  ws.run_id = identity.checkpoint_run_id();
   // Resuming: each node reads its own copy of the run's last commit; the nodes must agree on its
   // step (and on whether checkpoints are written), so the join compares them like any setting.
-  const cluster_start start = load_cluster_start(s, rc, ctx.cluster_id, meta.num_parts);
+  // A joiner learns the step from its seed's view (every node holds the file of any commit).
+  cluster_start start;
+  if (mode.kind != launch_mode::joiner)
+    start = load_cluster_start(s, rc, ws.run_id, meta.num_parts);
   ws.start = start.state;
-  identity.lines.push_back(
-      "resume_step=" + (s.resume.empty() ? std::string("none") : std::to_string(start.next_step)));
+  identity.lines.push_back(mode.kind == launch_mode::static_peers
+                               ? "resume_step=" + (s.resume.empty()
+                                                       ? std::string("none")
+                                                       : std::to_string(start.next_step))
+                               : "resume=" + std::string(s.resume.empty() ? "no" : "yes"));
   identity.lines.push_back("checkpoints=" + std::string(s.checkpoint_dir.empty() ? "off" : "on") +
                            " every " + std::to_string(s.checkpoint_every));
   const bool coordinates =
@@ -175,7 +182,7 @@ int run_node(int argc, char** argv) {
                                       : mode.name}),
         std::chrono::milliseconds(
             static_cast<std::int64_t>(opts.real("last-call", 0, 3600) * 1000)),
-        mode.tls, s.partitions, files});
+        mode.tls, s.partitions, files, start.next_step});
   }
   // The node actor logs under the name it starts with (it may outlive this function's locals).
   const std::string local_key = random_hex(16);
@@ -204,6 +211,10 @@ int run_node(int argc, char** argv) {
     const auto n = members.view.members.size();
     const auto& mine = members.view.members[static_cast<size_t>(id)].partitions;
     ws.on_reject = log_rejections("node " + std::to_string(id) + ": ");
+    if (mode.kind == launch_mode::joiner && !s.resume.empty()) {
+      start = load_cluster_start_at(s, rc, ws.run_id, meta.num_parts, members.view.resume_step);
+      ws.start = start.state;
+    }
     if (parts.empty()) {
       for (int p : mine)
         parts.push_back(load_part(p));

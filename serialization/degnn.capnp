@@ -169,6 +169,8 @@ struct MembershipView {
   members @2 :List(Member);   # in rank order, rank 0 first (the seed)
   secret @3 :Text;            # random, made by the seed: members prove membership with it in
                               # their greetings and node 0 in its bye (travels only to members)
+  resumeStep @4 :UInt64;      # 0: a fresh run; else every node restores its copy of the
+                              # checkpoint taken before this global step (the seed's last commit)
 }
 
 # -- partition files streamed from the seed to a node that lacks them (runtime/) --

@@ -79,6 +79,7 @@ bytes encode(const context& c, const membership_view& m) {
   fill_header(r, c, {0, 0});
   r.setViewId(m.id);
   r.setSecret(m.secret);
+  r.setResumeStep(m.resume_step);
   auto members = r.initMembers(static_cast<unsigned>(m.members.size()));
   for (unsigned i = 0; i < m.members.size(); ++i) {
     const auto& v = m.members[i];
@@ -99,6 +100,7 @@ membership_view decode_membership_view(const context& c, std::span<const char> b
     membership_view m;
     m.id = r.getViewId();
     m.secret = text(rd, r.getSecret(), "secret", true);
+    m.resume_step = r.getResumeStep();
     if (m.id == 0) rd.fail("view id 0");
     const auto members = r.getMembers();
     if (members.size() == 0 || members.size() > kMaxMembers)
