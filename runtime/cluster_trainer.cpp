@@ -43,7 +43,7 @@ worker_settings make_worker_settings(const train_settings& s) {
 
 cluster_result drive_training(coordinator& coord, const train_settings& s, const replica_config& rc,
                               std::uint64_t nb, std::uint64_t first_step, training_report& report,
-                              const step_hook& on_step) {
+                              const step_hook& on_step, const between_steps_hook& between_steps) {
   cluster_result result;
   const bool decentralized = s.pipeline == "decentralized";
   if (decentralized) {
@@ -85,9 +85,13 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
       if (on_step) on_step(step, r.seeds ? r.loss_sum / static_cast<double>(r.seeds) : 0.0);
       report.batch_progress(rec.epoch, i + 1, steps, rec.seeds ? loss_sum / rec.seeds : 0,
                             rec.seeds / std::max(1e-9, epoch_clock.seconds()));
+      const bool asked = between_steps && between_steps();
+      if (asked)
+        std::printf("checkpoint asked from the console: taken before step %llu\n",
+                    static_cast<unsigned long long>(i + 1 < steps ? step + 1 : (epoch + 1) * nb));
       // Not at the epoch's last step: the epoch end checkpoints anyway.
-      if (checkpoints && s.checkpoint_every > 0 && (i + 1) % s.checkpoint_every == 0 &&
-          i + 1 < steps)
+      if (checkpoints && i + 1 < steps &&
+          (asked || (s.checkpoint_every > 0 && (i + 1) % s.checkpoint_every == 0)))
         coord.checkpoint(step + 1, false);
     }
     coord.finish_steps();  // the epoch's last all-reduce belongs to it

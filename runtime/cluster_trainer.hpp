@@ -31,9 +31,13 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
 /// global step first_step (a resumed run's; its replicas were restored at spawn). With
 /// s.checkpoint_dir: a coordinated checkpoint at each epoch end (the last one waited for) and
 /// every s.checkpoint_every steps of an epoch.
+/// between_steps (the console's controls): called after every step; may block (a pause); true
+/// asks for a checkpoint before the next step.
+using between_steps_hook = std::function<bool()>;
 cluster_result drive_training(coordinator& coord, const train_settings& s, const replica_config& rc,
                               std::uint64_t batches_per_epoch, std::uint64_t first_step,
-                              training_report& report, const step_hook& on_step);
+                              training_report& report, const step_hook& on_step,
+                              const between_steps_hook& between_steps = {});
 
 /// The workers' actors' settings for a training run.
 worker_settings make_worker_settings(const train_settings& s);

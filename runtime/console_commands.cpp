@@ -15,12 +15,15 @@ const std::vector<std::pair<std::string, std::string>>& console_command_list() {
       {"progress", "epoch, steps, loss, last validation accuracy, steps per second, ETA"},
       {"status", "all of the above, with the run's phase, traffic and node 0's memory"},
       {"metrics", "the Prometheus text that GET /metrics serves"},
+      {"pause", "stop training at the next step boundary (heartbeats go on)"},
+      {"resume", "go on training after pause"},
+      {"checkpoint", "a coordinated checkpoint at the next step boundary (needs --checkpoint-dir)"},
       {"help", "this list (help CMD: one command)"},
   };
   return list;
 }
 
-console_answer answer_console(const status_board& board, const std::string& command) {
+console_answer answer_console(status_board& board, const std::string& command) {
   std::istringstream in(command);
   std::string word, arg, extra;
   in >> word >> arg >> extra;
@@ -35,6 +38,18 @@ console_answer answer_console(const status_board& board, const std::string& comm
   }
   if (!arg.empty()) return {false, "'" + word + "' takes no argument"};
   if (word == "metrics") return {true, board.prometheus()};
+  if (word == "pause" || word == "resume") {
+    const bool pause = word == "pause";
+    if (!board.set_paused(pause))
+      return {false, pause ? "already paused" : "not paused (nothing to resume)"};
+    return {true, nlohmann::json{{"paused", pause}, {"at", "the next step boundary"}}.dump(), true};
+  }
+  if (word == "checkpoint") {
+    if (!board.request_checkpoint())
+      return {false, "checkpoints are off: the run was started without --checkpoint-dir"};
+    return {true, nlohmann::json{{"checkpoint", "asked"}, {"at", "the next step boundary"}}.dump(),
+            true};
+  }
   const auto status = nlohmann::json::parse(board.status_json());
   if (word == "status") return {true, status.dump()};
   if (word == "view") return {true, status["view"].dump()};

@@ -1,5 +1,6 @@
-// What node 0 answers to the operator console (`degnn console`): read-only commands over the
-// status board. Each answer is JSON (Prometheus text for `metrics`); an unknown or malformed
+// What node 0 answers to the operator console (`degnn console`): commands over the status board,
+// read-only ones and the controls the training loop applies between steps (pause, resume,
+// checkpoint). Each answer is JSON (Prometheus text for `metrics`); an unknown or malformed
 // command gets an error, and the console goes on.
 #pragma once
 
@@ -13,11 +14,12 @@ class status_board;
 struct console_answer {
   bool ok = false;
   std::string text;
+  bool changes = false;  ///< the command changed the run (the coordinator's node logs it)
 };
 
 /// The commands and a line of help each, in the order `help` lists them.
 const std::vector<std::pair<std::string, std::string>>& console_command_list();
 
-console_answer answer_console(const status_board& board, const std::string& command);
+console_answer answer_console(status_board& board, const std::string& command);
 
 }  // namespace degnn

@@ -9,6 +9,7 @@
 #include "actors/gather.hpp"
 #include "runtime/cluster_identity.hpp"
 #include "runtime/console_commands.hpp"
+#include "runtime/status_board.hpp"
 #include "runtime/partition_transfer.hpp"
 #include "serialization/wire_console.hpp"
 #include "serialization/wire_membership.hpp"
@@ -178,8 +179,9 @@ std::vector<char> answer_operator(node_pointer self, const std::vector<char>& b)
   } catch (const wire::wire_error& e) {
     return reply(false, e.what());
   }
+  std::string operator_name;
   if (st.console->tls) {
-    std::string who;
+    std::string& who = operator_name;
     const std::string why =
         check_proof(self, *st.console->tls, {r.certificate, r.signature, r.token_mac}, who);
     if (!why.empty()) return reply(false, "the console's " + why);
@@ -187,6 +189,13 @@ std::vector<char> answer_operator(node_pointer self, const std::vector<char>& b)
       return reply(false, "'" + who + "' is not an operator certificate (degnn certs --operators)");
   }
   const console_answer a = answer_console(*st.console->board, r.command);
+  // Every command that changes the run is logged with the view and who gave it.
+  if (a.ok && a.changes && st.log) {
+    const std::string who =
+        st.console->tls ? operator_name : "an operator at " + sender_name(self->current_sender());
+    st.log("console: '" + r.command + "' from " + who + " (view " +
+           std::to_string(st.console->board->view_id()) + ")");
+  }
   return reply(a.ok, a.text);
 }
 

@@ -133,7 +133,7 @@ struct seed_role {
 /// Node 0's part: the status board the console reads, and with TLS the files that check an
 /// operator's proof.
 struct console_role {
-  std::shared_ptr<const status_board> board;
+  std::shared_ptr<status_board> board;  ///< the console also sets its controls
   std::optional<tls_files> tls;
 };
 

@@ -148,6 +148,7 @@ int run_node(int argc, char** argv) {
   if (coordinates) {
     board = std::make_shared<status_board>(meta.dataset_name, s.pipeline, s.epochs);
     report->observe([board](const epoch_record& r) { board->on_epoch(r); });
+    board->enable_checkpoints(!s.checkpoint_dir.empty());
   }
   std::optional<http_endpoint> http;
   if (opts.given("http")) {
@@ -454,11 +455,19 @@ int run_node(int argc, char** argv) {
       board->set_steps_per_epoch(per_epoch);
       board->set_phase("training");
     }
-    result = drive_training(coord, s, rc, per_epoch, start.next_step, *report,
-                            [&](std::uint64_t step, double loss) {
-                              losses.push_back(loss);
-                              if (board) board->on_step(step, loss);
-                            });
+    result = drive_training(
+        coord, s, rc, per_epoch, start.next_step, *report,
+        [&](std::uint64_t step, double loss) {
+          losses.push_back(loss);
+          if (board) board->on_step(step, loss);
+        },
+        [&] {
+          // A paused run still notices a failed cluster within a second.
+          return board && board->between_steps([&] {
+            const coordinator_status st = coord.status();
+            if (st.phase() == coordinator_phase::failed) throw std::runtime_error(st.error);
+          });
+        });
   } catch (const std::exception& e) {
     if (board) board->set_phase("failed");
     // The coordinator names partitions; the operator wants the node (rank, name, address).

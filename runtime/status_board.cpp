@@ -1,6 +1,8 @@
 // JSON and Prometheus renderings of the status board.
 #include "runtime/status_board.hpp"
 
+#include <utility>
+
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -37,6 +39,54 @@ status_board::status_board(std::string dataset, std::string pipeline, int epochs
 void status_board::set_phase(std::string phase) {
   std::lock_guard lock(mu_);
   phase_ = std::move(phase);
+}
+
+void status_board::enable_checkpoints(bool on) {
+  std::lock_guard lock(mu_);
+  checkpoints_ = on;
+}
+
+bool status_board::set_paused(bool paused) {
+  {
+    std::lock_guard lock(mu_);
+    if (paused_ == paused) return false;
+    paused_ = paused;
+  }
+  resumed_.notify_all();
+  return true;
+}
+
+bool status_board::request_checkpoint() {
+  std::lock_guard lock(mu_);
+  if (!checkpoints_) return false;
+  checkpoint_asked_ = true;
+  return true;
+}
+
+bool status_board::between_steps(const std::function<void()>& check) {
+  std::unique_lock lock(mu_);
+  if (paused_) {
+    const std::string before = phase_;
+    phase_ = "paused";
+    while (!resumed_.wait_for(lock, std::chrono::seconds(1), [&] { return !paused_; })) {
+      lock.unlock();
+      try {
+        check();
+      } catch (...) {
+        lock.lock();
+        phase_ = before;
+        throw;
+      }
+      lock.lock();
+    }
+    phase_ = before;
+  }
+  return std::exchange(checkpoint_asked_, false);
+}
+
+std::uint64_t status_board::view_id() const {
+  std::lock_guard lock(mu_);
+  return view_.id;
 }
 
 void status_board::set_view(const wire::membership_view& v) {
@@ -103,6 +153,8 @@ std::string status_board::status_json() const {
                           ? nlohmann::json(static_cast<double>(total - steps_) / rate)
                           : nlohmann::json(nullptr);
   j["progress"] = progress;
+  j["paused"] = paused_;
+  j["checkpoints"] = checkpoints_;
   j["bytes_sent"] = bytes_;
   j["node0_peak_rss_mib"] = peak_rss_mib();
   return j.dump();

@@ -3,7 +3,9 @@
 // takes the lock, and readers get text, never references into the board.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -22,6 +24,20 @@ class status_board {
   void on_step(std::uint64_t step, double loss);
   void on_epoch(const epoch_record& r);
 
+  // -- the operator's controls (console), applied by the training loop between steps --
+
+  /// Whether `checkpoint` can be asked (the run has a --checkpoint-dir).
+  void enable_checkpoints(bool on);
+  /// Pause (true) or resume (false) at the next step boundary; false when already so.
+  bool set_paused(bool paused);
+  /// Asks for a checkpoint at the next step boundary; false when checkpoints are off.
+  bool request_checkpoint();
+  /// The training loop, between steps: waits while paused (the phase reads "paused"), calling
+  /// `check` every second meanwhile (it throws when the cluster failed: a pause never hides a
+  /// lost node); then whether a checkpoint was asked (the request is taken).
+  bool between_steps(const std::function<void()>& check);
+  std::uint64_t view_id() const;
+
   /// The whole board as one JSON object (GET /status).
   std::string status_json() const;
   /// Prometheus text exposition format 0.0.4 (GET /metrics).
@@ -29,6 +45,8 @@ class status_board {
 
  private:
   mutable std::mutex mu_;
+  std::condition_variable resumed_;
+  bool paused_ = false, checkpoint_asked_ = false, checkpoints_ = false;
   std::string dataset_, pipeline_, phase_ = "forming";
   int epochs_ = 0;
   wire::membership_view view_;

@@ -1,7 +1,9 @@
-// Tests of `degnn console` against a live 2-node cluster (issue 13, read-only commands): every
-// command answers well-formed output (valid JSON with --json), a malformed command gets an error
-// and the console goes on, the cluster trains on after consoles came and went, and the console
-// refuses a TLS cluster (CAF 0.17.6 would drop node 0's routes when it detaches).
+// Tests of `degnn console` against a live 2-node cluster (issue 13): every read-only command
+// answers well-formed output (valid JSON with --json), a malformed command gets an error and the
+// console goes on, the cluster trains on after consoles came and went; pause holds the step
+// counter still and resume moves it on, checkpoint commits one at the next step boundary, each
+// logged by node 0; and the console refuses a TLS cluster (CAF 0.17.6 would drop node 0's routes
+// when it detaches).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -70,6 +72,7 @@ temp_dir* Console::dir_ = nullptr;
 TEST_F(Console, EachCommandAnswersAndAMalformedOneGetsAnErrorWhileTheConsoleGoesOn) {
   const std::string node0 = start_cluster("plain", {}, {});
   for (const auto& [name, help] : console_command_list()) {
+    if (name == "pause" || name == "resume" || name == "checkpoint") continue;  // below
     const auto [rc, out] = console({node0, "-c", name, "--json"});
     ASSERT_EQ(rc, 0) << name << ": " << out;
     if (name == "metrics") {
@@ -90,6 +93,9 @@ TEST_F(Console, EachCommandAnswersAndAMalformedOneGetsAnErrorWhileTheConsoleGoes
       EXPECT_EQ(j["id"], 1);
     }
   }
+  const auto [off_rc, off] = console({node0, "-c", "checkpoint"});
+  EXPECT_EQ(off_rc, 1);
+  EXPECT_TRUE(contains(off, "checkpoints are off")) << off;
   const auto [bad_rc, bad] = console({node0, "-c", "progress now"});
   EXPECT_EQ(bad_rc, 1);
   EXPECT_TRUE(contains(bad, "'progress' takes no argument")) << bad;
@@ -119,4 +125,50 @@ TEST_F(Console, RefusesToAttachToATlsClusterWhoseRunItWouldStop) {
       console({"127.0.0.1:24999", "-c", "progress", "--tls", certs, "--tls-name", "operator-0"});
   EXPECT_EQ(rc, 1) << out;
   EXPECT_TRUE(contains(out, "closing a TLS connection to node 0 drops its routes")) << out;
+}
+
+TEST_F(Console, PauseHoldsTheStepsResumeMovesThemOnAndCheckpointCommitsOne) {
+  const fs::path ck0 = dir_->path / "controls-ck0", ck1 = dir_->path / "controls-ck1";
+  const std::string node0 = start_cluster("controls", {"--checkpoint-dir", ck0.string()},
+                                          {"--checkpoint-dir", ck1.string()});
+  auto progress = [&] {
+    const auto [rc, out] = console({node0, "-c", "progress", "--json"});
+    EXPECT_EQ(rc, 0) << out;
+    return nlohmann::json::parse(out, nullptr, false);
+  };
+  const auto [prc, paused] = console({node0, "-c", "pause", "--json"});
+  ASSERT_EQ(prc, 0) << paused;
+  EXPECT_TRUE(contains(paused, "\"paused\":true")) << paused;
+  std::this_thread::sleep_for(1s);  // the step in flight ends
+  const auto held = progress();
+  ASSERT_FALSE(held.is_discarded());
+  EXPECT_EQ(held["phase"], "paused");
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(progress()["steps"], held["steps"]) << "steps moved while paused";
+  const auto [again_rc, again] = console({node0, "-c", "pause"});
+  EXPECT_EQ(again_rc, 1);
+  EXPECT_TRUE(contains(again, "already paused")) << again;
+  const auto [rrc, resumed] = console({node0, "-c", "resume", "--json"});
+  ASSERT_EQ(rrc, 0) << resumed;
+  bool moved = false;
+  for (int i = 0; i < 100 && !moved; ++i) {
+    moved = progress()["steps"].get<std::uint64_t>() > held["steps"].get<std::uint64_t>();
+    if (!moved) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(moved) << "no step after resume within 10 s";
+  const auto [crc, asked] = console({node0, "-c", "checkpoint", "--json"});
+  ASSERT_EQ(crc, 0) << asked;
+  EXPECT_TRUE(
+      wait_for(log("controls0"), "checkpoint asked from the console: taken before step", 30s))
+      << read_file(log("controls0"));
+  const std::string out0 = read_file(log("controls0"));
+  for (const char* cmd : {"'pause' from an operator at", "'resume' from an operator at",
+                          "'checkpoint' from an operator at"})
+    EXPECT_TRUE(contains(out0, cmd)) << cmd << "\n" << out0;
+  EXPECT_TRUE(contains(out0, "(view 1)")) << out0;
+  // Both nodes hold a committed checkpoint in their own folders.
+  EXPECT_TRUE(fs::exists(ck0 / "part-0" / "COMMIT"));
+  EXPECT_TRUE(fs::exists(ck1 / "part-1" / "COMMIT"));
+  EXPECT_EQ(nodes_[0]->wait(10ms), -1) << out0;
+  EXPECT_EQ(nodes_[1]->wait(10ms), -1) << read_file(log("controls1"));
 }
