@@ -208,6 +208,7 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
       [self, guarded, control](step_atom, const wire_message& m) {
         return guarded(wire::kind::control, true, m, [&] {
           const auto c = control(m);
+          if (self->state.settings.on_step) self->state.settings.on_step(c.h.step);
           return self->state.settings.decentralized ? start_decentralized_step(self, c)
                                                     : start_centralized_step(self, c);
         });

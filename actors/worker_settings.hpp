@@ -43,6 +43,9 @@ struct worker_settings {
   std::string checkpoint_dir;
   std::shared_ptr<const replica_start> start;  ///< null: fresh parameters from the seed
   std::uint64_t run_id = 0;  ///< names the run in commit records (what a resume must match)
+  /// Told the global step of every step command the batch actor takes, before it starts the
+  /// step (the runtime's fault injection crashes a node at a named point here).
+  std::function<void(std::uint64_t)> on_step;
 
   /// The level the shards' partial sums are at: h^(top) of the neighbours, top = layers - 1.
   int top_level() const { return static_cast<int>(fanouts.size()) - 1; }

@@ -43,6 +43,9 @@ std::vector<option_spec> node_option_specs() {
                    "node 0: serve GET /status (JSON) and /metrics (Prometheus) on ADDR:PORT "
                    "(loopback unless --insecure)"});
   specs.push_back({"heartbeat-ms", "500", "milliseconds between heartbeats on each connection"});
+  specs.push_back({"crash-after-step", "",
+                   "fault injection: this node kills itself (SIGKILL) when a step after global "
+                   "step N reaches it, as a crash at that point would"});
   // 60 s: most likely no heartbeat gets out while the middleman handles one large message (not
   // measured directly), and
   // the exact-inference history set-up on the 1M-node synthetic graph (4 nodes, 2 cores) went

@@ -12,6 +12,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <caf/openssl/all.hpp>
+#include <csignal>
 
 #include <cstdio>
 #include <cstdlib>
@@ -123,6 +124,16 @@ int run_node(int argc, char** argv) {
   const wire::context ctx{.cluster_id = identity.hash()};
   worker_settings ws = make_worker_settings(s);
   ws.run_id = identity.checkpoint_run_id();
+  if (opts.given("crash-after-step")) {
+    const auto last = static_cast<std::uint64_t>(opts.integer("crash-after-step", 0));
+    ws.on_step = [last](std::uint64_t step) {
+      if (step <= last) return;
+      std::fprintf(stderr, "node: crashing before step %llu (--crash-after-step %llu)\n",
+                   static_cast<unsigned long long>(step), static_cast<unsigned long long>(last));
+      std::fflush(stderr);
+      ::raise(SIGKILL);
+    };
+  }
   // Resuming: each node reads its own copy of the run's last commit; the nodes must agree on its
   // step (and on whether checkpoints are written), so the join compares them like any setting.
   // A joiner learns the step from its seed's view (every node holds the file of any commit).

@@ -1,8 +1,9 @@
-// Losing the coordinator (issue 12): kill -9 of node 0 in the middle of a 3-node run. The other
-// nodes stop with a clear error, every node keeps a committed checkpoint in its own folder (no
-// shared filesystem), and the cluster started again with --resume on each node's folder finishes
-// the run; its losses are those of the in-process cluster resumed from the same checkpoint.
-// Every process is killed and reaped whatever the outcome.
+// Losing a node (issue 12): kill -9 of node 0 (the coordinator) in the middle of a 3-node run, or
+// node 2 crashing at a named step (--crash-after-step). The other nodes stop with a clear error,
+// every node keeps a committed checkpoint in its own folder (no shared filesystem), and the
+// cluster started again with --resume on each node's folder finishes the run; its losses are
+// those of the in-process cluster resumed from the same checkpoint. Every process is killed and
+// reaped whatever the outcome.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -54,27 +55,109 @@ std::vector<double> step_losses(const std::string& log) {
 
 }  // namespace
 
-TEST(CoordinatorLoss, AKilledCoordinatorLeavesACommitAndTheClusterResumesFromIt) {
-  temp_dir dir("coordinator-loss");
-  const fs::path data = fs::path(DEGNN_SOURCE_DIR) / "data/cora";
-  const dataset d = load_dataset(data);
-  const auto owner = partition_graph(d.graph, d.train, 3, partition_method::metis, 1);
-  write_partitions(d, owner, dir.path / "parts", "metis", 1, 3);
-  // Steps per epoch with batches of 8: the part with the most training nodes sets it.
-  std::vector<std::size_t> train_per_part(3);
-  for (node_id v : d.train)
-    ++train_per_part[static_cast<size_t>(owner[static_cast<size_t>(v)])];
-  const std::uint64_t kStepsPerEpoch = batches_per_epoch(train_per_part, 8);
-  auto log = [&](const std::string& name) { return dir.path / (name + ".log"); };
-  constexpr int kLongRun = 100000;
+// Cora in 3 METIS parts, written once per test.
+class NodeLoss : public ::testing::Test {
+ protected:
+  NodeLoss()
+      : dir_("node-loss"),
+        data_(fs::path(DEGNN_SOURCE_DIR) / "data/cora"),
+        d_(load_dataset(data_)) {
+    const auto owner = partition_graph(d_.graph, d_.train, 3, partition_method::metis, 1);
+    write_partitions(d_, owner, dir_.path / "parts", "metis", 1, 3);
+    // Steps per epoch with batches of 8: the part with the most training nodes sets it.
+    std::vector<std::size_t> train_per_part(3);
+    for (node_id v : d_.train)
+      ++train_per_part[static_cast<size_t>(owner[static_cast<size_t>(v)])];
+    steps_per_epoch_ = batches_per_epoch(train_per_part, 8);
+  }
+  fs::path log(const std::string& name) const { return dir_.path / (name + ".log"); }
+  std::string folder(int k) const { return (dir_.path / ("ck-" + std::to_string(k))).string(); }
+
+  // Every node holds a commit of at least `at_least` steps; returns the seed's.
+  std::uint64_t expect_commits(std::uint64_t at_least) const {
+    std::uint64_t seed_step = 0;
+    for (int k = 0; k < 3; ++k) {
+      const committed_checkpoint c = load_committed_checkpoint(folder(k));
+      EXPECT_GE(c.record.next_step, at_least) << "node " << k;
+      if (k == 0) seed_step = c.record.next_step;
+    }
+    return seed_step;
+  }
+
+  // Starts the three nodes again with --resume on their own folders to the end of the epoch after
+  // the seed's commit, and compares node 0's losses with the in-process cluster resumed from the
+  // same file (under a commit record naming the in-process run).
+  void resume_and_compare(std::uint64_t seed_step) {
+    const int epochs = static_cast<int>(seed_step / steps_per_epoch_) + 1;
+    const committed_checkpoint c = load_committed_checkpoint(folder(0));
+    const fs::path ref = dir_.path / "reference";
+    fs::create_directories(ref);
+    fs::copy_file(c.folder / c.record.file, ref / c.record.file);
+    commit_record r = c.record;
+    r.cluster_id = cluster_id_for(d_.name, 3);
+    write_commit_record(ref, r);
+    train_settings s;
+    s.data = data_.string();
+    s.partitions = (dir_.path / "parts").string();
+    s.pipeline = "centralized";
+    s.epochs = epochs;
+    s.batch_size = 8;
+    s.fanouts = {5, 10};
+    s.model.hidden = 16;
+    s.model.lr = 0.01f;
+    s.model.dropout = 0.5f;
+    s.model.weight_decay = 0;
+    s.seed = s.model.seed = 3;
+    s.eval_every = 0;
+    s.progress = false;
+    s.resume = ref.string();
+    std::vector<double> expected;
+    training_report quiet("reference", "", false);
+    train_cluster(s, d_, quiet, [&](std::uint64_t, double loss) { expected.push_back(loss); });
+    ASSERT_FALSE(expected.empty());
+
+    const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
+    child_process n0(
+        node_args(dir_.path, 0, epochs,
+                  {"--is-seed", "--listen", seed, "--nodes", "3", "--resume", folder(0)}),
+        log("again0"));
+    child_process n1(node_args(dir_.path, 1, epochs, {"--join", seed, "--resume", folder(1)}),
+                     log("again1"));
+    child_process n2(node_args(dir_.path, 2, epochs, {"--join", seed, "--resume", folder(2)}),
+                     log("again2"));
+    ASSERT_EQ(n0.wait(120s), 0) << read_file(log("again0"));
+    EXPECT_EQ(n1.wait(30s), 0) << read_file(log("again1"));
+    EXPECT_EQ(n2.wait(30s), 0) << read_file(log("again2"));
+    const std::string out0 = read_file(log("again0"));
+    EXPECT_TRUE(contains(out0, "resuming at step " + std::to_string(seed_step))) << out0;
+    const std::vector<double> remote = step_losses(out0);
+    ASSERT_EQ(remote.size(), expected.size()) << out0;
+    for (size_t i = 0; i < remote.size(); ++i)
+      EXPECT_NEAR(remote[i], expected[i], 1e-6 * std::max(1.0, std::abs(expected[i])))
+          << "step " << i;
+    // The finished run committed its end on every node.
+    for (int k = 0; k < 3; ++k)
+      EXPECT_EQ(load_committed_checkpoint(folder(k)).record.next_step,
+                static_cast<std::uint64_t>(epochs) * steps_per_epoch_)
+          << "node " << k;
+  }
+
+  temp_dir dir_;
+  fs::path data_;
+  dataset d_;
+  std::uint64_t steps_per_epoch_ = 0;
+  static constexpr int kLongRun = 100000;
+};
+
+TEST_F(NodeLoss, AKilledCoordinatorLeavesACommitAndTheClusterResumesFromIt) {
   {
     const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
     child_process n0(
-        node_args(dir.path, 0, kLongRun, {"--is-seed", "--listen", seed, "--nodes", "3"}),
+        node_args(dir_.path, 0, kLongRun, {"--is-seed", "--listen", seed, "--nodes", "3"}),
         log("run0"));
-    child_process n1(node_args(dir.path, 1, kLongRun, {"--join", seed, "--rank-hint", "1"}),
+    child_process n1(node_args(dir_.path, 1, kLongRun, {"--join", seed, "--rank-hint", "1"}),
                      log("run1"));
-    child_process n2(node_args(dir.path, 2, kLongRun, {"--join", seed, "--rank-hint", "2"}),
+    child_process n2(node_args(dir_.path, 2, kLongRun, {"--join", seed, "--rank-hint", "2"}),
                      log("run2"));
     ASSERT_TRUE(wait_for(log("run0"), "epoch   4", 120s)) << read_file(log("run0"));
     std::this_thread::sleep_for(150ms);  // into a later epoch, between its checkpoints or in one
@@ -88,66 +171,34 @@ TEST(CoordinatorLoss, AKilledCoordinatorLeavesACommitAndTheClusterResumesFromIt)
     n0.wait(10s);
   }
   // Every node committed at least the epoch ends it saw (3 epochs and more, before the kill).
-  std::uint64_t seed_step = 0;
-  for (int k = 0; k < 3; ++k) {
-    const committed_checkpoint c =
-        load_committed_checkpoint(dir.path / ("ck-" + std::to_string(k)));
-    EXPECT_GE(c.record.next_step, 3 * kStepsPerEpoch) << "node " << k;
-    if (k == 0) seed_step = c.record.next_step;
-  }
-  // The reference: the in-process cluster resumed from the seed's commit (the same file under a
-  // commit record naming the in-process run), to the end of the next epoch.
-  const int epochs = static_cast<int>(seed_step / kStepsPerEpoch) + 1;
-  const committed_checkpoint c = load_committed_checkpoint(dir.path / "ck-0");
-  fs::create_directories(dir.path / "reference");
-  fs::copy_file(c.folder / c.record.file, dir.path / "reference" / c.record.file);
-  commit_record r = c.record;
-  r.cluster_id = cluster_id_for(d.name, 3);
-  write_commit_record(dir.path / "reference", r);
-  train_settings s;
-  s.data = data.string();
-  s.partitions = (dir.path / "parts").string();
-  s.pipeline = "centralized";
-  s.epochs = epochs;
-  s.batch_size = 8;
-  s.fanouts = {5, 10};
-  s.model.hidden = 16;
-  s.model.lr = 0.01f;
-  s.model.dropout = 0.5f;
-  s.model.weight_decay = 0;
-  s.seed = s.model.seed = 3;
-  s.eval_every = 0;
-  s.progress = false;
-  s.resume = (dir.path / "reference").string();
-  std::vector<double> expected;
-  training_report quiet("reference", "", false);
-  train_cluster(s, d, quiet, [&](std::uint64_t, double loss) { expected.push_back(loss); });
-  ASSERT_FALSE(expected.empty());
+  resume_and_compare(expect_commits(3 * steps_per_epoch_));
+}
 
-  // The cluster again, each node from its own folder; the seed's commit decides the step.
-  const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
-  auto resume = [&](int k) { return (dir.path / ("ck-" + std::to_string(k))).string(); };
-  child_process n0(
-      node_args(dir.path, 0, epochs,
-                {"--is-seed", "--listen", seed, "--nodes", "3", "--resume", resume(0)}),
-      log("again0"));
-  child_process n1(node_args(dir.path, 1, epochs, {"--join", seed, "--resume", resume(1)}),
-                   log("again1"));
-  child_process n2(node_args(dir.path, 2, epochs, {"--join", seed, "--resume", resume(2)}),
-                   log("again2"));
-  ASSERT_EQ(n0.wait(120s), 0) << read_file(log("again0"));
-  EXPECT_EQ(n1.wait(30s), 0) << read_file(log("again1"));
-  EXPECT_EQ(n2.wait(30s), 0) << read_file(log("again2"));
-  const std::string out0 = read_file(log("again0"));
-  EXPECT_TRUE(contains(out0, "resuming at step " + std::to_string(seed_step))) << out0;
-  const std::vector<double> remote = step_losses(out0);
-  ASSERT_EQ(remote.size(), expected.size()) << out0;
-  for (size_t i = 0; i < remote.size(); ++i)
-    EXPECT_NEAR(remote[i], expected[i], 1e-6 * std::max(1.0, std::abs(expected[i])))
-        << "step " << i;
-  // The finished run committed its end on every node.
-  for (int k = 0; k < 3; ++k)
-    EXPECT_EQ(load_committed_checkpoint(resume(k)).record.next_step,
-              static_cast<std::uint64_t>(epochs) * kStepsPerEpoch)
-        << "node " << k;
+TEST_F(NodeLoss, AWorkerCrashedAtANamedStepLeavesACommitAndTheClusterResumesFromIt) {
+  const std::uint64_t crash_after = 3 * steps_per_epoch_ + 2;  // mid-epoch
+  {
+    const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
+    child_process n0(
+        node_args(dir_.path, 0, kLongRun, {"--is-seed", "--listen", seed, "--nodes", "3"}),
+        log("run0"));
+    child_process n1(node_args(dir_.path, 1, kLongRun, {"--join", seed, "--rank-hint", "1"}),
+                     log("run1"));
+    child_process n2(node_args(dir_.path, 2, kLongRun,
+                               {"--join", seed, "--rank-hint", "2", "--crash-after-step",
+                                std::to_string(crash_after)}),
+                     log("run2"));
+    EXPECT_EQ(n2.wait(120s), 137) << read_file(log("run2"));
+    EXPECT_TRUE(
+        contains(read_file(log("run2")), "crashing before step " + std::to_string(crash_after + 1)))
+        << read_file(log("run2"));
+    const int rc0 = n0.wait(30s), rc1 = n1.wait(30s);
+    const std::string out0 = read_file(log("run0"));
+    EXPECT_EQ(rc0, 1) << out0;
+    EXPECT_EQ(rc1, 1) << read_file(log("run1"));
+    EXPECT_TRUE(contains(out0, "[partition 2 is node 2")) << out0;
+  }
+  // The last commit before the crash: the checkpoint every 3 steps at or before it.
+  const std::uint64_t seed_step = expect_commits(3 * steps_per_epoch_);
+  EXPECT_LE(seed_step, crash_after + 1);
+  resume_and_compare(seed_step);
 }
