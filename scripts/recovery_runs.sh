@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Recovery by restart, measured (issue 12): 4 degnn node processes on loopback train Pubmed
+# (decentralized, 3 layers) with coordinated checkpoints in a folder per node. Scenarios:
+#   none        the fault-free run (the reference)
+#   kill-node0  kill -9 of node 0 (the coordinator) once it logged epoch KILL_AT
+#   crash-node2 node 2 crashes at a named point (--crash-after-step KILL_AT)
+# After a fault every node is started again with --resume on its own folder. Prints one row per
+# scenario (detected after, restarted and training again after, steps redone, final test
+# accuracy, committed checkpoints lost, processes left) and a JSON line each.
+# Usage: scripts/recovery_runs.sh [EPOCHS] [KILL_AT]   (after scripts/build.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+epochs=${1:-40}
+kill_at=${2:-17}
+degnn=$PWD/${DEGNN_BUILD_DIR:-build}/runtime/degnn
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  [[ -n ${KEEP:-} ]] || rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+"$degnn" partition --data data/pubmed --parts 4 --method metis --out "$work/parts" >/dev/null
+port=$((21000 + RANDOM % 20000))
+
+# start NAME EPOCHS [extra args for node 2] : 4 nodes in the background, node K logs to NAME-K.log
+start() {
+  local name=$1 ep=$2
+  shift 2
+  port=$((port + 7))
+  pids=()
+  for k in 0 1 2 3; do
+    local role=(--join "127.0.0.1:$port" --rank-hint "$k")
+    [[ $k == 0 ]] && role=(--is-seed --listen "127.0.0.1:$port" --nodes 4)
+    local extra=()
+    [[ $k == 2 ]] && extra=("$@")
+    local resume=()
+    [[ $name == *again* ]] && resume=(--resume "$work/ck-$k")
+    "$degnn" node --partitions "$work/parts" --pipeline decentralized --layers 3 \
+      --fanouts 10,10,10 --epochs "$ep" --eval-every 5 --seed 1 --no-progress --threads 1 \
+      --checkpoint-dir "$work/ck-$k" "${role[@]}" "${resume[@]}" "${extra[@]}" \
+      >"$work/$name-$k.log" 2>&1 &
+    pids+=($!)
+  done
+}
+wait_all() { for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done; }
+now() { date +%s.%N; }
+final_test() { grep -o 'test [0-9][0-9.]*' "$1" | tail -1 | cut -d' ' -f2; }
+last_epoch() { grep -o '^epoch *[0-9]*' "$1" | tail -1 | tr -dc 0-9; }
+left() { pgrep -f "$work/parts" | wc -l; }
+
+row() {  # scenario detected restarted redone accuracy lost left
+  printf '%-12s %10s %10s %6s %9s %5s %5s\n' "$@"
+  printf '{"scenario":"%s","detected_s":"%s","training_again_s":"%s","steps_redone":"%s","test_acc":"%s","commits_lost":"%s","processes_left":"%s"}\n' "$@" >>"$work/json"
+}
+printf '%-12s %10s %10s %6s %9s %5s %5s\n' scenario detected restarted redone test_acc lost left
+
+rm -rf "$work"/ck-*
+start none "$epochs"
+wait_all
+ref=$(final_test "$work/none-0.log")
+row none - - 0 "$ref" 0 "$(left)"
+
+for scenario in kill-node0 crash-node2; do
+  rm -rf "$work"/ck-*
+  if [[ $scenario == kill-node0 ]]; then
+    start "$scenario" "$epochs"
+    until grep -q "^epoch *$kill_at " "$work/$scenario-0.log"; do sleep 0.05; done
+    kill -9 "${pids[0]}"
+    t_fault=$(now)
+    seen=$(last_epoch "$work/$scenario-0.log")
+  else
+    start "$scenario" "$epochs" --crash-after-step "$kill_at"
+    until grep -q "crashing before step" "$work/$scenario-2.log"; do sleep 0.02; done
+    t_fault=$(now)
+    seen=$((kill_at + 1))
+  fi
+  # Detected: the last surviving process has stopped (each names the cause in its log).
+  wait_all
+  t_detected=$(now)
+  committed=$(grep -h '^next_step' "$work"/ck-0/part-*/COMMIT | cut -d' ' -f2 | sort -n | tail -1)
+  start "$scenario-again" "$epochs"
+  until grep -q "resuming at step" "$work/$scenario-again-0.log" &&
+    grep -q '^epoch' "$work/$scenario-again-0.log"; do sleep 0.05; done
+  t_training=$(now)
+  wait_all
+  acc=$(final_test "$work/$scenario-again-0.log")
+  # One step an epoch here: the steps redone are those after the commit that had run.
+  redone=$((seen > committed ? seen - committed : 0))
+  # A commit lost: the resumed run started before the last commit any node had written.
+  newest=$(grep -h '^next_step' "$work"/ck-*/part-*/COMMIT 2>/dev/null | cut -d' ' -f2 | sort -n | tail -1)
+  row "$scenario" "$(printf %.2f "$(echo "$t_detected - $t_fault" | bc)")" \
+    "$(printf %.2f "$(echo "$t_training - $t_detected" | bc)")" "$redone" "$acc" \
+    "$([[ $newest -ge $committed ]] && echo 0 || echo 1)" "$(left)"
+done
+cat "$work/json"
