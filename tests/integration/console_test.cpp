@@ -8,6 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
+#include <functional>
+
 #include "runtime/cluster_certificates.hpp"
 #include "runtime/console_commands.hpp"
 #include "tests/integration/node_processes.hpp"
@@ -171,4 +174,59 @@ TEST_F(Console, PauseHoldsTheStepsResumeMovesThemOnAndCheckpointCommitsOne) {
   EXPECT_TRUE(fs::exists(ck1 / "part-1" / "COMMIT"));
   EXPECT_EQ(nodes_[0]->wait(10ms), -1) << out0;
   EXPECT_EQ(nodes_[1]->wait(10ms), -1) << read_file(log("controls1"));
+}
+
+// The interactive console in a terminal (tmux, on a private server socket): tab completion of a
+// command name, line editing (a typo erased with backspace), history (arrow up recalls a line).
+TEST_F(Console, InATerminalCompletesEditsAndRecallsHistory) {
+  if (std::system("command -v tmux >/dev/null") != 0)
+    GTEST_SKIP() << "tmux is not installed (scripts/setup.sh installs it)";
+  const std::string node0 = start_cluster("tmux", {}, {});
+  // A server socket of its own, in the test's folder (removed with it).
+  const std::string sock = (dir_->path / "tmux.sock").string();
+  const fs::path screen = log("tmux-screen");
+  auto tmux = [&](const std::string& args) {
+    return std::system(("tmux -S '" + sock + "' " + args + " >/dev/null 2>&1").c_str());
+  };
+  auto shown = [&] {
+    std::system(("tmux -S '" + sock + "' capture-pane -p -t console -S -300 > '" + screen.string() +
+                 "' 2>/dev/null")
+                    .c_str());
+    return read_file(screen);
+  };
+  auto wait_shown = [&](const std::string& text, int times = 1) {
+    for (int i = 0; i < 100; ++i) {
+      const std::string s = shown();
+      int n = 0;
+      for (auto at = s.find(text); at != std::string::npos; at = s.find(text, at + 1))
+        ++n;
+      if (n >= times) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  };
+  struct server {
+    std::function<int(const std::string&)> tmux;
+    ~server() { tmux("kill-server"); }
+  } cleanup{tmux};
+  ASSERT_EQ(tmux("new-session -d -s console -x 160 -y 60 \"'" + std::string(DEGNN_BINARY) +
+                 "' console " + node0 + " --json\""),
+            0);
+  // capture-pane drops trailing blanks: the prompt ends with ">".
+  ASSERT_TRUE(wait_shown("degnn " + node0 + ">")) << shown();
+  // Completion: "progr" and Tab become "progress".
+  tmux("send-keys -t console progr Tab Enter");
+  ASSERT_TRUE(wait_shown("\"steps_per_epoch\"")) << shown();
+  // Editing: "viex", backspace, "w".
+  tmux("send-keys -t console viex BSpace w Enter");
+  ASSERT_TRUE(wait_shown("\"members\"")) << shown();
+  // History: arrow up twice recalls "progress".
+  tmux("send-keys -t console Up Up Enter");
+  ASSERT_TRUE(wait_shown("\"steps_per_epoch\"", 2)) << shown();
+  const std::string s = shown();
+  EXPECT_TRUE(contains(s, "> progress")) << s;
+  EXPECT_TRUE(contains(s, "> view")) << s;
+  EXPECT_FALSE(contains(s, "unknown command")) << s;
+  tmux("send-keys -t console quit Enter");
+  EXPECT_EQ(nodes_[0]->wait(10ms), -1) << read_file(log("tmux0"));
 }
