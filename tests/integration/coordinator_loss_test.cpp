@@ -6,6 +6,7 @@
 // reaped whatever the outcome.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <regex>
 #include <sstream>
 
@@ -142,6 +143,24 @@ class NodeLoss : public ::testing::Test {
           << "node " << k;
   }
 
+  // Node 0 (the seed) and nodes 1 and 2 of a long run, logging to run0..run2; `extra2` goes to
+  // node 2.
+  std::vector<std::unique_ptr<child_process>> start_long_run(
+      const std::vector<std::string>& extra2) {
+    const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
+    std::vector<std::unique_ptr<child_process>> n;
+    n.push_back(std::make_unique<child_process>(
+        node_args(dir_.path, 0, kLongRun, {"--is-seed", "--listen", seed, "--nodes", "3"}),
+        log("run0")));
+    for (int k = 1; k < 3; ++k) {
+      std::vector<std::string> a = {"--join", seed, "--rank-hint", std::to_string(k)};
+      if (k == 2) a.insert(a.end(), extra2.begin(), extra2.end());
+      n.push_back(std::make_unique<child_process>(node_args(dir_.path, k, kLongRun, a),
+                                                  log("run" + std::to_string(k))));
+    }
+    return n;
+  }
+
   temp_dir dir_;
   fs::path data_;
   dataset d_;
@@ -151,14 +170,8 @@ class NodeLoss : public ::testing::Test {
 
 TEST_F(NodeLoss, AKilledCoordinatorLeavesACommitAndTheClusterResumesFromIt) {
   {
-    const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
-    child_process n0(
-        node_args(dir_.path, 0, kLongRun, {"--is-seed", "--listen", seed, "--nodes", "3"}),
-        log("run0"));
-    child_process n1(node_args(dir_.path, 1, kLongRun, {"--join", seed, "--rank-hint", "1"}),
-                     log("run1"));
-    child_process n2(node_args(dir_.path, 2, kLongRun, {"--join", seed, "--rank-hint", "2"}),
-                     log("run2"));
+    auto nodes = start_long_run({});
+    child_process &n0 = *nodes[0], &n1 = *nodes[1], &n2 = *nodes[2];
     ASSERT_TRUE(wait_for(log("run0"), "epoch   4", 120s)) << read_file(log("run0"));
     std::this_thread::sleep_for(150ms);  // into a later epoch, between its checkpoints or in one
     n0.signal(SIGKILL);
@@ -177,16 +190,8 @@ TEST_F(NodeLoss, AKilledCoordinatorLeavesACommitAndTheClusterResumesFromIt) {
 TEST_F(NodeLoss, AWorkerCrashedAtANamedStepLeavesACommitAndTheClusterResumesFromIt) {
   const std::uint64_t crash_after = 3 * steps_per_epoch_ + 2;  // mid-epoch
   {
-    const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
-    child_process n0(
-        node_args(dir_.path, 0, kLongRun, {"--is-seed", "--listen", seed, "--nodes", "3"}),
-        log("run0"));
-    child_process n1(node_args(dir_.path, 1, kLongRun, {"--join", seed, "--rank-hint", "1"}),
-                     log("run1"));
-    child_process n2(node_args(dir_.path, 2, kLongRun,
-                               {"--join", seed, "--rank-hint", "2", "--crash-after-step",
-                                std::to_string(crash_after)}),
-                     log("run2"));
+    auto nodes = start_long_run({"--crash-after-step", std::to_string(crash_after)});
+    child_process &n0 = *nodes[0], &n1 = *nodes[1], &n2 = *nodes[2];
     EXPECT_EQ(n2.wait(120s), 137) << read_file(log("run2"));
     EXPECT_TRUE(
         contains(read_file(log("run2")), "crashing before step " + std::to_string(crash_after + 1)))
