@@ -48,4 +48,13 @@ cluster_start load_cluster_start_at(const train_settings& s, const replica_confi
   return start_from(load_checkpoint_of_step(s.resume, next_step), rc, cluster_id, parts);
 }
 
+void add_resume_identity(cluster_identity& identity, const train_settings& s, bool static_peers,
+                         const cluster_start& start) {
+  const std::string resumes = s.resume.empty() ? "none" : std::to_string(start.next_step);
+  identity.lines.push_back(static_peers ? "resume_step=" + resumes
+                                        : "resume=" + std::string(s.resume.empty() ? "no" : "yes"));
+  identity.lines.push_back("checkpoints=" + std::string(s.checkpoint_dir.empty() ? "off" : "on") +
+                           " every " + std::to_string(s.checkpoint_every));
+}
+
 }  // namespace degnn

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "actors/worker_settings.hpp"
+#include "runtime/cluster_identity.hpp"
 #include "runtime/train_options.hpp"
 
 namespace degnn {
@@ -25,5 +26,10 @@ cluster_start load_cluster_start(const train_settings& s, const replica_config& 
 /// A joiner's start: its own copy of the checkpoint before `next_step` (its seed's last commit).
 cluster_start load_cluster_start_at(const train_settings& s, const replica_config& rc,
                                     std::uint64_t cluster_id, int parts, std::uint64_t next_step);
+
+/// The nodes must agree on whether checkpoints are written and whether (with a static peer list:
+/// from which step) they resume, so the join compares these like any setting.
+void add_resume_identity(cluster_identity& identity, const train_settings& s, bool static_peers,
+                         const cluster_start& start);
 
 }  // namespace degnn

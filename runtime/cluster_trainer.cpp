@@ -182,6 +182,22 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
   return result;
 }
 
+void print_node_summary(const cluster_result& result, const training_report& report,
+                        const std::vector<double>& step_losses) {
+  std::printf(
+      "{\"node_summary\":true,\"replicas_identical\":%s,\"test_acc\":%.6f,\"valid_acc\":%.6f,"
+      "\"bytes\":%llu,"
+      "\"bytes_by_kind\":%s,\"rejected\":%llu,\"step_losses\":[",
+      result.replicas_identical ? "true" : "false", report.test_at_best(), report.best_valid(),
+      static_cast<unsigned long long>(result.traffic.sent.total_bytes()),
+      result.traffic.sent.bytes_json().c_str(),
+      static_cast<unsigned long long>(result.traffic.rejected));
+  for (size_t i = 0; i < step_losses.size(); ++i)
+    std::printf("%s%.9g", i ? "," : "", step_losses[i]);
+  std::printf("]}\n");
+  std::fflush(stdout);
+}
+
 cluster_result train_cluster(const train_settings& s, const dataset& d, training_report& report,
                              const step_hook& on_step) {
   // -- partitions: from disk, or cut in memory --

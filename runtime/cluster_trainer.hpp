@@ -39,6 +39,11 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
                               training_report& report, const step_hook& on_step,
                               const between_steps_hook& between_steps = {});
 
+/// Node 0's last line, a JSON summary for scripts and the node tests: replica agreement,
+/// accuracy, the run's traffic by kind, refusals and the per-step losses.
+void print_node_summary(const cluster_result& result, const training_report& report,
+                        const std::vector<double>& step_losses);
+
 /// The workers' actors' settings for a training run.
 worker_settings make_worker_settings(const train_settings& s);
 

@@ -9,8 +9,8 @@
 #include "actors/gather.hpp"
 #include "runtime/cluster_identity.hpp"
 #include "runtime/console_commands.hpp"
-#include "runtime/status_board.hpp"
 #include "runtime/partition_transfer.hpp"
+#include "runtime/status_board.hpp"
 #include "serialization/wire_console.hpp"
 #include "serialization/wire_membership.hpp"
 

@@ -12,13 +12,11 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <caf/openssl/all.hpp>
-#include <csignal>
 
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <optional>
-#include <regex>
 #include <thread>
 
 #include "actors/coordinator.hpp"
@@ -30,6 +28,7 @@
 #include "runtime/commands.hpp"
 #include "runtime/compute_threads.hpp"
 #include "runtime/endpoint.hpp"
+#include "runtime/fault_injection.hpp"
 #include "runtime/http_endpoint.hpp"
 #include "runtime/launch_mode.hpp"
 #include "runtime/node_actor.hpp"
@@ -124,30 +123,15 @@ int run_node(int argc, char** argv) {
   const wire::context ctx{.cluster_id = identity.hash()};
   worker_settings ws = make_worker_settings(s);
   ws.run_id = identity.checkpoint_run_id();
-  if (opts.given("crash-after-step")) {
-    const auto last = static_cast<std::uint64_t>(opts.integer("crash-after-step", 0));
-    ws.on_step = [last](std::uint64_t step) {
-      if (step <= last) return;
-      std::fprintf(stderr, "node: crashing before step %llu (--crash-after-step %llu)\n",
-                   static_cast<unsigned long long>(step), static_cast<unsigned long long>(last));
-      std::fflush(stderr);
-      ::raise(SIGKILL);
-    };
-  }
-  // Resuming: each node reads its own copy of the run's last commit; the nodes must agree on its
-  // step (and on whether checkpoints are written), so the join compares them like any setting.
-  // A joiner learns the step from its seed's view (every node holds the file of any commit).
+  if (opts.given("crash-after-step"))
+    ws.on_step = crash_after_step(static_cast<std::uint64_t>(opts.integer("crash-after-step", 0)));
+  // Resuming: each node reads its own copy of the run's last commit; a joiner learns the step
+  // from its seed's view (every node holds the file of any commit).
   cluster_start start;
   if (mode.kind != launch_mode::joiner)
     start = load_cluster_start(s, rc, ws.run_id, meta.num_parts);
   ws.start = start.state;
-  identity.lines.push_back(mode.kind == launch_mode::static_peers
-                               ? "resume_step=" + (s.resume.empty()
-                                                       ? std::string("none")
-                                                       : std::to_string(start.next_step))
-                               : "resume=" + std::string(s.resume.empty() ? "no" : "yes"));
-  identity.lines.push_back("checkpoints=" + std::string(s.checkpoint_dir.empty() ? "off" : "on") +
-                           " every " + std::to_string(s.checkpoint_every));
+  add_resume_identity(identity, s, mode.kind == launch_mode::static_peers, start);
   const bool coordinates =
       mode.kind == launch_mode::seed || (mode.kind == launch_mode::static_peers && mode.id == 0);
   // Node 0 opens its metrics file now: a bad path is refused before the cluster forms.
@@ -481,34 +465,11 @@ int run_node(int argc, char** argv) {
         });
   } catch (const std::exception& e) {
     if (board) board->set_phase("failed");
-    // The coordinator names partitions; the operator wants the node (rank, name, address).
-    std::string what = e.what();
-    std::smatch m;
-    if (std::regex_search(what, m, std::regex(R"(partition (\d+)'s)"))) {
-      const int rank = members.view.rank_of_partition(std::stoi(m[1].str()));
-      if (rank >= 0) {
-        const auto& who = members.view.members[static_cast<size_t>(rank)];
-        what += " [partition " + m[1].str() + " is node " + std::to_string(rank) + ", " + who.name +
-                " at " + who.host + ":" + std::to_string(who.port) + "]";
-      }
-    }
-    throw std::runtime_error(me_name + ": " + what);
+    throw std::runtime_error(me_name + ": " + with_node_of_partition(members.view, e.what()));
   }
   report->finish();
   if (board) board->set_phase("finished");
-  // Summary for scripts and the two-process test: per-step losses and the run's traffic.
-  std::printf(
-      "{\"node_summary\":true,\"replicas_identical\":%s,\"test_acc\":%.6f,\"valid_acc\":%.6f,"
-      "\"bytes\":%llu,"
-      "\"bytes_by_kind\":%s,\"rejected\":%llu,\"step_losses\":[",
-      result.replicas_identical ? "true" : "false", report->test_at_best(), report->best_valid(),
-      static_cast<unsigned long long>(result.traffic.sent.total_bytes()),
-      result.traffic.sent.bytes_json().c_str(),
-      static_cast<unsigned long long>(result.traffic.rejected));
-  for (size_t i = 0; i < losses.size(); ++i)
-    std::printf("%s%.9g", i ? "," : "", losses[i]);
-  std::printf("]}\n");
-  std::fflush(stdout);
+  print_node_summary(result, *report, losses);
   for (size_t p = 1; p < n; ++p) {
     self->request(nodes[p], std::chrono::seconds(10), bye_atom_v, members.view.secret)
         .receive([](bool) {},

@@ -1,6 +1,8 @@
 // Static views, forming a cluster on the seed, joining one through it.
 #include "runtime/node_membership.hpp"
 
+#include <regex>
+
 namespace degnn {
 
 namespace {
@@ -69,6 +71,19 @@ membership join_cluster(caf::actor_system& sys, caf::scoped_actor& self, const n
   }
   if (m.rank < 0) throw std::runtime_error("the seed's view does not list this node");
   return m;
+}
+
+std::string with_node_of_partition(const wire::membership_view& view, std::string what) {
+  std::smatch m;
+  if (std::regex_search(what, m, std::regex(R"(partition (\d+)'s)"))) {
+    const int rank = view.rank_of_partition(std::stoi(m[1].str()));
+    if (rank >= 0) {
+      const auto& who = view.members[static_cast<size_t>(rank)];
+      what += " [partition " + m[1].str() + " is node " + std::to_string(rank) + ", " + who.name +
+              " at " + who.host + ":" + std::to_string(who.port) + "]";
+    }
+  }
+  return what;
 }
 
 }  // namespace degnn

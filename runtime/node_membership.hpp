@@ -89,4 +89,8 @@ Handle connect(caf::actor_system& sys, const endpoint& e, deadline until, const 
   }
 }
 
+/// The coordinator names partitions; the operator wants the node: "... partition 2's ..."
+/// gets " [partition 2 is node 2, NAME at HOST:PORT]" appended.
+std::string with_node_of_partition(const wire::membership_view& view, std::string what);
+
 }  // namespace degnn

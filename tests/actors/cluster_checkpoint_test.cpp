@@ -95,7 +95,10 @@ TEST(ClusterCheckpoint, EveryReplicaCommitsTheSameFileAndOldFilesGo) {
     EXPECT_EQ(r->parts, 3);
     // The last commit is the run's end: 3 epochs of 7 steps.
     EXPECT_EQ(r->next_step, 21u);
-    if (first) EXPECT_EQ(*r, *first);  // the same file everywhere: the replicas agree
+    // The same file everywhere: the replicas agree.
+    if (first) {
+      EXPECT_EQ(*r, *first);
+    }
     first = r;
     int files = 0;
     for (const auto& e : fs::directory_iterator(part))
