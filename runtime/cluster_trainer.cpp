@@ -45,6 +45,11 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
                               std::uint64_t nb, std::uint64_t first_step, training_report& report,
                               const step_hook& on_step, const between_steps_hook& between_steps) {
   cluster_result result;
+  if (first_step >= static_cast<std::uint64_t>(s.epochs) * nb) {
+    throw config_error("the checkpoint resumes at step " + std::to_string(first_step) +
+                       ", after the last step of " + std::to_string(s.epochs) + " epochs of " +
+                       std::to_string(nb) + " steps: nothing to train (raise --epochs)");
+  }
   const bool decentralized = s.pipeline == "decentralized";
   if (decentralized) {
     // History starts exact: one layer-wise inference pass before the first step (also after a

@@ -194,6 +194,19 @@ TEST(ClusterCheckpoint, DamagedForeignOrMissingCheckpointsAreRefusedNamingTheFil
     EXPECT_NE(std::string(e.what()).find("COMMIT:2"), std::string::npos) << e.what();
   }
   EXPECT_THROW(load_committed_checkpoint(dir.path / "nothing"), data_error);
+  // A run that has no step left after the commit says so instead of training nothing.
+  temp_dir done("degnn-ckpt-done");
+  train_settings finished = settings("centralized", 2);
+  finished.checkpoint_dir = done.path.string();
+  finished.epochs = 1;
+  train(finished);
+  finished.resume = done.path.string();
+  try {
+    train(finished);
+    ADD_FAILURE() << "a resume with nothing to train was accepted";
+  } catch (const config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("raise --epochs"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
