@@ -36,12 +36,14 @@ void write_commit_record(const fs::path& dir, const commit_record& r) {
   write_file_durably(dir / kRecordName, out.str());
   // Keep this commit's file and the previous one's (a node that has not committed yet may still
   // point at it); older checkpoint files are garbage.
+  // The record is written: nothing here may throw any more (a leftover file is only garbage).
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
     if (name.rfind("ckpt-", 0) != 0 || name == r.file || (previous && name == previous->file))
       continue;
-    fs::remove(entry.path(), ec);
+    std::error_code ignored;
+    fs::remove(it->path(), ignored);
   }
 }
 
