@@ -72,10 +72,17 @@ caf::result<wire_message> save_replica(self_ptr self, const wire_message& m) {
       .then(
           [self, rp, step = c.h.step, size, crc](const std::string& error) mutable {
             auto& st = self->state;
-            if (!error.empty())
+            if (!error.empty()) {
               rp.deliver(as_error(st, actor_errc::internal, "checkpoint not written: " + error));
-            else
+              return;
+            }
+            // A throw here would leave the promise unanswered until the coordinator's timeout.
+            try {
               rp.deliver(confirmation(st, step, {size, crc}));
+            } catch (const std::exception& e) {
+              rp.deliver(as_error(st, actor_errc::internal,
+                                  std::string("checkpoint written, not confirmed: ") + e.what()));
+            }
           },
           [self, rp](caf::error& e) mutable {
             rp.deliver(as_error(self->state, actor_errc::internal,

@@ -50,23 +50,37 @@ void checkpoint(self_ptr self, caf::typed_response_promise<std::uint64_t> rp, fa
         [=]() mutable {
           auto& st = self->state;
           st.checkpoint_pending = true;
-          const fail_fn phase_fail =
-              wait ? fail
-                   : fail_fn([self](const std::string& why) { background_failure(self, why); });
+          // Either way the checkpoint is over when it fails: a waiting command answers with the
+          // cause, a background one fails the coordinator (and the command waiting behind it).
+          const fail_fn phase_fail = [self, wait, fail](const std::string& why) {
+            if (!wait) return background_failure(self, why);
+            self->state.checkpoint_pending = false;
+            fail(why);
+          };
           auto committed = [=](std::vector<wire_message>&) mutable {
             auto& st = self->state;
             st.checkpoint_pending = false;
             ++st.status.commits;
             st.status.committed_next_step = next_step;
+            auto waiting = std::move(st.after_commit);
+            st.after_commit.clear();
             if (wait) {
               rp.deliver(next_step);
               command_done(self);
             }
-            auto waiting = std::move(st.after_commit);
-            st.after_commit.clear();
-            for (auto& f : waiting)
-              f();
+            // Each waiting start belongs to the command running now; one that throws fails that
+            // command through running_fail, which answers it once (never this finished one).
+            for (auto& f : waiting) {
+              try {
+                f();
+              } catch (const std::exception& e) {
+                background_failure(self, std::string("checkpoint: ") + e.what());
+              }
+            }
           };
+          // The batch actors' writers time out after the request timeout: their error (which
+          // names the file) must arrive before this side gives up on them.
+          const auto save_timeout = 2 * st.timeout;
           all(
               self, st.batchers, save_atom_v,
               control_messages(st, {.h = {next_step, 0}, .what = wire::control_kind::checkpoint}),
@@ -78,7 +92,7 @@ void checkpoint(self_ptr self, caf::typed_response_promise<std::uint64_t> rp, fa
                 all(self, st.batchers, save_atom_v, control_messages(st, commit),
                     "checkpoint commit", committed, phase_fail);
               },
-              phase_fail);
+              phase_fail, save_timeout);
           if (!wait) {
             rp.deliver(next_step);
             command_done(self);

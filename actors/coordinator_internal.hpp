@@ -71,10 +71,12 @@ void decentralized_step(self_ptr self, caf::typed_response_promise<step_result> 
 void finish_steps(self_ptr self, done_fn done, fail_fn fail);
 
 /// Sends message p to actor p of one role at once; then(replies in partition order), or fail
-/// naming the partition whose request failed.
+/// naming the partition whose request failed (or took longer than `timeout`, by default the
+/// coordinator's request timeout).
 template <class Handle, class Atom, class Then>
 void all(self_ptr self, const std::vector<Handle>& to, Atom atom, std::vector<wire_message> msgs,
-         const char* what, Then then, fail_fn fail) {
+         const char* what, Then then, fail_fn fail,
+         std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
   std::vector<wire_request<Handle, Atom>> requests;
   for (size_t p = 0; p < to.size(); ++p)
     requests.push_back({to[p], std::move(msgs[p])});
@@ -86,7 +88,7 @@ void all(self_ptr self, const std::vector<Handle>& to, Atom atom, std::vector<wi
       fail(std::string(what) + ": " + e.what());
     }
   };
-  gather(self, atom, std::move(requests), self->state.timeout, std::move(guarded),
+  gather(self, atom, std::move(requests), timeout.value_or(self->state.timeout), std::move(guarded),
          [self, what, fail](std::size_t p, const caf::error& e) {
            fail(std::string(what) + " on partition " + std::to_string(p) +
                 " failed: " + self->system().render(e));

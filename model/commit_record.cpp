@@ -3,10 +3,12 @@
 #include "model/commit_record.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <sstream>
+#include <string_view>
 
 #include "model/data_error.hpp"
 #include "model/durable_file.hpp"
@@ -27,23 +29,48 @@ std::string checkpoint_file_name(std::uint64_t next_step) {
   return "ckpt-" + std::to_string(next_step) + ".bin";
 }
 
+namespace {
+
+// The step of a checkpoint file name "ckpt-S.bin"; nothing for any other name.
+std::optional<std::uint64_t> step_of_file(const std::string& name) {
+  constexpr std::string_view prefix = "ckpt-", suffix = ".bin";
+  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return std::nullopt;
+  const char* first = name.data() + prefix.size();
+  const char* last = name.data() + name.size() - suffix.size();
+  std::uint64_t step = 0;
+  const auto [end, ec] = std::from_chars(first, last, step);
+  if (ec != std::errc() || end != last) return std::nullopt;
+  return step;
+}
+
+}  // namespace
+
 void write_commit_record(const fs::path& dir, const commit_record& r) {
-  const auto previous = read_commit_record(dir);
   std::ostringstream out;
   out << kRecordMagic << "\nnext_step " << r.next_step << "\ncluster_id " << r.cluster_id
       << "\nparts " << r.parts << "\nfile " << r.file << "\nsize " << r.size << "\ncrc " << r.crc
       << "\n";
   write_file_durably(dir / kRecordName, out.str());
-  // Keep this commit's file and the previous one's (a node that has not committed yet may still
-  // point at it); older checkpoint files are garbage.
+  // Keep this commit's file and the newest older one: the previous commit of this run, which a
+  // node that has not committed yet may still point at. Older files are garbage, and so are newer
+  // ones: they belong to a run abandoned for this resumed one (its COMMIT was just replaced), and
+  // keeping them would keep the file this run needs from being the "newest older" one later.
   // The record is written: nothing here may throw any more (a leftover file is only garbage).
   std::error_code ec;
+  std::vector<std::pair<std::uint64_t, fs::path>> files;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind("ckpt-", 0) != 0 || name == r.file || (previous && name == previous->file))
-      continue;
+    const auto step = step_of_file(it->path().filename().string());
+    if (step && it->path().filename() != r.file) files.emplace_back(*step, it->path());
+  }
+  std::optional<std::uint64_t> keep;
+  for (const auto& [step, path] : files)
+    if (step < r.next_step && (!keep || step > *keep)) keep = step;
+  for (const auto& [step, path] : files) {
+    if (keep && step == *keep) continue;
     std::error_code ignored;
-    fs::remove(it->path(), ignored);
+    fs::remove(path, ignored);
   }
 }
 

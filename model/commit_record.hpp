@@ -29,8 +29,8 @@ std::filesystem::path replica_checkpoint_dir(const std::filesystem::path& dir, i
 /// Name of the checkpoint file of the state before global step `next_step`.
 std::string checkpoint_file_name(std::uint64_t next_step);
 
-/// Writes dir/COMMIT durably (temporary file, fsync, rename), then removes checkpoint files of
-/// dir older than the previous commit's. Throws data_error naming the file.
+/// Writes dir/COMMIT durably (temporary file, fsync, rename), then removes the checkpoint files of
+/// dir except r.file and the newest one before it. Throws data_error naming the file.
 void write_commit_record(const std::filesystem::path& dir, const commit_record& r);
 /// Reads dir/COMMIT; nothing when there is none. Throws data_error naming the file and line
 /// when it is malformed.

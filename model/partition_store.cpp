@@ -30,12 +30,6 @@ constexpr char kBookMagic[8] = {'D', 'E', 'G', 'N', 'N', 'P', 'B', '1'};
 constexpr const char* kMetaName = kPartitionMetaName;
 constexpr const char* kBookName = "owner.bin";
 
-std::uint64_t owner_checksum(std::span<const std::int32_t> owner) {
-  checksum64 sum;
-  sum.add(owner.data(), owner.size_bytes());
-  return sum.h;
-}
-
 // Padding-free headers (all fields 8-byte aligned in order), memset before use so every byte that
 // enters the checksum is defined.
 struct part_header {
@@ -242,6 +236,12 @@ void validate_partition(const graph_partition& p, const bin_reader& r) {
 }
 
 }  // namespace
+
+std::uint64_t owner_checksum(std::span<const std::int32_t> owner) {
+  checksum64 sum;
+  sum.add(owner.data(), owner.size_bytes());
+  return sum.h;
+}
 
 // -- in memory --
 

@@ -68,6 +68,9 @@ struct partition_meta {
   std::string source;  ///< the dataset directory it was cut from, absolute (optional, may be "")
 };
 
+/// The checksum of an owner vector that partitions.meta records (owner_checksum).
+std::uint64_t owner_checksum(std::span<const std::int32_t> owner);
+
 /// Writes DIR/partitions.meta, DIR/owner.bin and DIR/part-K/partition.bin for K in [0, num_parts),
 /// creating DIR. Each file is written to a temporary name and renamed, and the meta file last, so a
 /// reader never sees a half-written set. owner has one entry in [0, num_parts) per node of d;

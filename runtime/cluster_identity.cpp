@@ -1,6 +1,7 @@
 // The cluster identity: every setting that must agree, in text, and its hash.
 #include "runtime/cluster_identity.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <map>
@@ -82,8 +83,8 @@ std::uint64_t cluster_identity::checkpoint_run_id() const {
   cluster_identity kept;
   for (const auto& line : lines) {
     const std::string key = line.substr(0, line.find('='));
-    if (key != "epochs" && key != "eval_every" && key != "max_batches" && key != "resume" &&
-        key != "resume_step" && key != "checkpoints")
+    if (key != "epochs" && key != "eval_every" && key != "resume" && key != "resume_step" &&
+        key != "checkpoints")
       kept.lines.push_back(line);
   }
   return kept.hash();
@@ -99,8 +100,24 @@ std::string cluster_identity::difference(const std::vector<std::string>& theirs,
     const auto [key, mine] = split(line);
     const auto it = other.find(key);
     if (it == other.end()) return key + " is " + mine + " " + on(me) + " and missing " + on(them);
-    if (it->second != mine)
-      return key + " is " + mine + " " + on(me) + " and " + it->second + " " + on(them);
+    if (it->second != mine) {
+      std::string why = key + " is " + mine + " " + on(me) + " and " + it->second + " " + on(them);
+      // Nodes that stopped during a commit: some wrote the record, some not. The newer step is
+      // safe: a commit is written only after every node saved that step's file.
+      auto numeric = [](const std::string& v) {
+        return !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+      };
+      if (key == "resume_step" && numeric(mine) && numeric(it->second))
+        why +=
+            " (the run stopped during a checkpoint commit; restart every node with "
+            "--resume-step " +
+            std::max(mine, it->second,
+                     [](const auto& a, const auto& b) {
+                       return a.size() != b.size() ? a.size() < b.size() : a < b;
+                     }) +
+            ", a step every node holds)";
+      return why;
+    }
     other.erase(it);
   }
   if (!other.empty())

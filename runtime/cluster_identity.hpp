@@ -18,7 +18,8 @@ struct cluster_identity {
   /// What the wire layer checks every message against (wire::context::cluster_id).
   std::uint64_t hash() const;
   /// The id commit records carry: the hash of every line but those a resumed run may change
-  /// (epochs, evaluation, step limit, checkpoint and resume settings).
+  /// (epochs, evaluation, checkpoint and resume settings). A step limit (--max-batches) stays:
+  /// it sets where each epoch ends, so the steps of a resumed run would mean other batches.
   std::uint64_t checkpoint_run_id() const;
   /// Empty when `theirs` agrees; otherwise the first differing key with both values ("lr is 0.01
   /// on node 0 and 0.02 on node 1"), or the key one side lacks.

@@ -17,7 +17,9 @@ cluster_start start_from(committed_checkpoint c, const replica_config& rc, std::
   // file it holds; the file's own checksum and the model check below still apply.
   const bool unrecorded = c.record.cluster_id == 0 && c.record.parts == 0;
   if (!unrecorded && c.record.cluster_id != cluster_id)
-    throw config_error(where + ": a checkpoint of another run (dataset or --seed differ)");
+    throw config_error(where +
+                       ": a checkpoint of another run (the dataset, its partitions or a "
+                       "training setting other than --epochs and --eval-every differ)");
   if (!unrecorded && c.record.parts != parts)
     throw config_error(where + ": a checkpoint of " + std::to_string(c.record.parts) +
                        " partitions, this run has " + std::to_string(parts));
@@ -40,6 +42,7 @@ cluster_start start_from(committed_checkpoint c, const replica_config& rc, std::
 cluster_start load_cluster_start(const train_settings& s, const replica_config& rc,
                                  std::uint64_t cluster_id, int parts) {
   if (s.resume.empty()) return {};
+  if (s.resume_step) return load_cluster_start_at(s, rc, cluster_id, parts, *s.resume_step);
   return start_from(load_committed_checkpoint(s.resume), rc, cluster_id, parts);
 }
 

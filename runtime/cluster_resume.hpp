@@ -18,8 +18,9 @@ struct cluster_start {
 };
 
 /// Nothing to load without s.resume. Otherwise loads and verifies the newest commit under
-/// s.resume; throws config_error when it is of another run (cluster id, partitions, model) and
-/// data_error when it is missing or damaged. Prints where it resumes.
+/// s.resume (or the checkpoint of s.resume_step); throws config_error when it is of another run
+/// (cluster id, partitions, model) and data_error when it is missing or damaged. Prints where it
+/// resumes.
 cluster_start load_cluster_start(const train_settings& s, const replica_config& rc,
                                  std::uint64_t cluster_id, int parts);
 

@@ -10,8 +10,10 @@
 #include "model/checkpoint.hpp"
 #include "model/durable_file.hpp"
 #include "model/feature_transform.hpp"
+#include "model/partition_store.hpp"
 #include "model/partitioner.hpp"
 #include "model/sampler.hpp"
+#include "runtime/cluster_identity.hpp"
 #include "runtime/cluster_resume.hpp"
 #include "runtime/compute_threads.hpp"
 #include "runtime/process_stats.hpp"
@@ -24,6 +26,15 @@ std::uint64_t cluster_id_for(const std::string& dataset_name, std::uint64_t seed
   for (unsigned char c : dataset_name)
     h = mix64(h ^ c);
   return h;
+}
+
+// The same settings and the same partitions are the same run, in-process or as `degnn node`s.
+std::uint64_t checkpoint_run_id_for(const train_settings& s, const std::string& dataset_name,
+                                    const partition_book& book) {
+  return identity_of(s, {.dataset_name = dataset_name,
+                         .num_parts = book.num_parts(),
+                         .owner_checksum = owner_checksum(book.owners())})
+      .checkpoint_run_id();
 }
 
 worker_settings make_worker_settings(const train_settings& s) {
@@ -237,7 +248,7 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
   rc.num_classes = d.num_classes;
   const wire::context ctx{.cluster_id = cluster_id_for(d.name, s.seed)};
   worker_settings ws = make_worker_settings(s);
-  ws.run_id = ctx.cluster_id;  // dataset and seed: what a resumed run must share
+  ws.run_id = checkpoint_run_id_for(s, d.name, *book);
   const cluster_start start = load_cluster_start(s, rc, ws.run_id, book->num_parts());
   ws.start = start.state;
 

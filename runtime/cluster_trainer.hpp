@@ -14,6 +14,8 @@
 
 namespace degnn {
 
+class partition_book;
+
 struct cluster_result {
   std::vector<float> parameters;   ///< replica 0 after training
   bool replicas_identical = true;  ///< every replica held the same parameters after every epoch
@@ -49,5 +51,10 @@ worker_settings make_worker_settings(const train_settings& s);
 
 /// A cluster id both sides of a run can compute from what they share (dataset name and seed).
 std::uint64_t cluster_id_for(const std::string& dataset_name, std::uint64_t seed);
+
+/// The run id an in-process cluster's commit records carry: the one a `degnn node` cluster with
+/// the same settings and partitions computes (cluster_identity::checkpoint_run_id).
+std::uint64_t checkpoint_run_id_for(const train_settings& s, const std::string& dataset_name,
+                                    const partition_book& book);
 
 }  // namespace degnn

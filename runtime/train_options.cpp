@@ -51,6 +51,9 @@ std::vector<option_spec> train_option_specs() {
       {"resume", "",
        "start from this checkpoint: a file (single), or a --checkpoint-dir folder (clusters: its "
        "newest committed checkpoint; steps, parameters and optimiser state)"},
+      {"resume-step", "",
+       "clusters, with --resume: start from the checkpoint before this step instead of the "
+       "newest commit (each node reads its own copy)"},
       {"checkpoint-dir", "",
        "clusters: coordinated checkpoints of every replica into this folder (on each node its "
        "own), at each epoch end and every --checkpoint-every steps"},
@@ -128,6 +131,11 @@ train_settings read_train_settings(const option_set& opts) {
   s.trace = opts.str("trace");
   s.checkpoint = opts.str("checkpoint");
   s.resume = opts.str("resume");
+  if (opts.given("resume-step")) {
+    if (s.resume.empty() || s.pipeline == "single")
+      throw config_error("--resume-step needs a cluster --resume folder (which checkpoint of it)");
+    s.resume_step = static_cast<std::uint64_t>(opts.integer("resume-step", 0));
+  }
   s.checkpoint_dir = opts.str("checkpoint-dir");
   s.checkpoint_every = static_cast<std::uint64_t>(opts.integer("checkpoint-every", 0));
   if (s.checkpoint_every > 0 && s.checkpoint_dir.empty())

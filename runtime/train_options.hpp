@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,15 +28,16 @@ struct train_settings {
   int eval_every = 1;
   std::uint64_t max_batches = 0;  ///< stop each epoch after this many steps (0 = all): measurements
   std::uint64_t seed = 1;
-  std::string metrics;                 ///< JSON lines file, empty = none
-  std::string trace;                   ///< Chrome trace event file of a cluster run, empty = none
-  std::string checkpoint;              ///< best-validation checkpoint file, empty = none
-  std::string resume;                  ///< checkpoint to start from (clusters: a checkpoint folder)
-  std::string checkpoint_dir;          ///< clusters: coordinated checkpoints, empty = none
-  std::uint64_t checkpoint_every = 0;  ///< clusters: also every N steps of an epoch
-  bool progress = true;                ///< live progress line on a terminal
-  int timeout_s = 120;                 ///< limit of every request between actors
-  int history_bits = 8;                ///< decentralized: bits per historical value (32 = off)
+  std::string metrics;     ///< JSON lines file, empty = none
+  std::string trace;       ///< Chrome trace event file of a cluster run, empty = none
+  std::string checkpoint;  ///< best-validation checkpoint file, empty = none
+  std::string resume;      ///< checkpoint to start from (clusters: a checkpoint folder)
+  std::optional<std::uint64_t> resume_step;  ///< clusters: that step's checkpoint, not the newest
+  std::string checkpoint_dir;                ///< clusters: coordinated checkpoints, empty = none
+  std::uint64_t checkpoint_every = 0;        ///< clusters: also every N steps of an epoch
+  bool progress = true;                      ///< live progress line on a terminal
+  int timeout_s = 120;                       ///< limit of every request between actors
+  int history_bits = 8;  ///< decentralized: bits per historical value (32 = off)
   int staleness = 1;  ///< decentralized: a halo row used was confirmed at most this many steps ago
   double local_bias =
       1;                ///< decentralized: remote share of a local expansion's fanout (1 = uniform)

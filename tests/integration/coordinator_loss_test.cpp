@@ -91,12 +91,6 @@ class NodeLoss : public ::testing::Test {
   void resume_and_compare(std::uint64_t seed_step) {
     const int epochs = static_cast<int>(seed_step / steps_per_epoch_) + 1;
     const committed_checkpoint c = load_committed_checkpoint(folder(0));
-    const fs::path ref = dir_.path / "reference";
-    fs::create_directories(ref);
-    fs::copy_file(c.folder / c.record.file, ref / c.record.file);
-    commit_record r = c.record;
-    r.cluster_id = cluster_id_for(d_.name, 3);
-    write_commit_record(ref, r);
     train_settings s;
     s.data = data_.string();
     s.partitions = (dir_.path / "parts").string();
@@ -111,6 +105,14 @@ class NodeLoss : public ::testing::Test {
     s.seed = s.model.seed = 3;
     s.eval_every = 0;
     s.progress = false;
+    // The same file under a record naming the in-process run (its own settings' run id).
+    const fs::path ref = dir_.path / "reference";
+    fs::create_directories(ref);
+    fs::copy_file(c.folder / c.record.file, ref / c.record.file);
+    commit_record r = c.record;
+    r.cluster_id =
+        checkpoint_run_id_for(s, d_.name, load_partition_book((dir_.path / "parts").string()));
+    write_commit_record(ref, r);
     s.resume = ref.string();
     std::vector<double> expected;
     training_report quiet("reference", "", false);
@@ -206,4 +208,71 @@ TEST_F(NodeLoss, AWorkerCrashedAtANamedStepLeavesACommitAndTheClusterResumesFrom
   const std::uint64_t seed_step = expect_commits(3 * steps_per_epoch_);
   EXPECT_LE(seed_step, crash_after + 1);
   resume_and_compare(seed_step);
+}
+
+// A static cluster stopped during a commit: node 2 never wrote the last record, so the nodes'
+// newest commits differ. Restarted with --resume the cluster refuses to form and says which
+// --resume-step every node holds; restarted with it, the cluster finishes from that step.
+TEST_F(NodeLoss, StaticNodesWhoseLastCommitsDifferResumeFromTheStepTheErrorNames) {
+  std::vector<std::string> peers_list;
+  for (int k = 0; k < 3; ++k)
+    peers_list.push_back("127.0.0.1:" + std::to_string(free_port_pair()));
+  const std::string peers = peers_list[0] + "," + peers_list[1] + "," + peers_list[2];
+  auto run_all = [&](const std::string& name, int epochs, std::vector<std::string> extra) {
+    std::vector<std::unique_ptr<child_process>> n;
+    for (int k = 0; k < 3; ++k) {
+      std::vector<std::string> a = {"--peers",           peers, "--id", std::to_string(k),
+                                    "--connect-timeout", "20"};
+      a.insert(a.end(), extra.begin(), extra.end());
+      if (!extra.empty()) a.insert(a.end(), {"--resume", folder(k)});
+      n.push_back(std::make_unique<child_process>(node_args(dir_.path, k, epochs, a),
+                                                  log(name + std::to_string(k))));
+    }
+    std::vector<int> rc;
+    for (auto& p : n)
+      rc.push_back(p->wait(120s));
+    return rc;
+  };
+  ASSERT_EQ(run_all("first", 1, {}), (std::vector<int>{0, 0, 0})) << read_file(log("first0"));
+  const std::uint64_t last = load_committed_checkpoint(folder(2)).record.next_step;
+  ASSERT_EQ(last, steps_per_epoch_);
+  // Node 2 as if it stopped before writing the last record: it points at the commit before.
+  const fs::path node2 = replica_checkpoint_dir(folder(2), 2);
+  std::uint64_t before = 0;
+  for (const auto& e : fs::directory_iterator(node2)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("ckpt-", 0) == 0 && name != checkpoint_file_name(last))
+      before = std::stoull(name.substr(5));
+  }
+  ASSERT_GT(before, 0u);
+  // The record it would have: written elsewhere (writing it here would prune the newer file).
+  commit_record older = *read_commit_record(node2);
+  const committed_checkpoint file = load_checkpoint_of_step(folder(2), before);
+  older.next_step = before;
+  older.file = file.record.file;
+  older.size = file.record.size;
+  older.crc = file.record.crc;
+  const fs::path scratch = dir_.path / "scratch";
+  fs::create_directories(scratch);
+  write_commit_record(scratch, older);
+  fs::copy_file(scratch / "COMMIT", node2 / "COMMIT", fs::copy_options::overwrite_existing);
+  ASSERT_EQ(load_committed_checkpoint(folder(2)).record.next_step, before);
+
+  const std::vector<int> refused = run_all("mixed", 2, {"--connect-timeout", "10"});
+  std::string all_logs;
+  for (int k = 0; k < 3; ++k)
+    all_logs += read_file(log("mixed" + std::to_string(k)));
+  EXPECT_NE(refused, (std::vector<int>{0, 0, 0})) << all_logs;
+  EXPECT_TRUE(contains(all_logs, "--resume-step " + std::to_string(last))) << all_logs;
+  std::smatch hint;
+  if (std::regex_search(all_logs, hint, std::regex(".*--resume-step.*")))
+    std::printf("refused: %s\n", hint.str().c_str());
+
+  EXPECT_EQ(run_all("agreed", 2, {"--resume-step", std::to_string(last)}),
+            (std::vector<int>{0, 0, 0}))
+      << read_file(log("agreed0"));
+  EXPECT_TRUE(contains(read_file(log("agreed2")), "resuming at step " + std::to_string(last)))
+      << read_file(log("agreed2"));
+  for (int k = 0; k < 3; ++k)
+    EXPECT_EQ(load_committed_checkpoint(folder(k)).record.next_step, 2 * steps_per_epoch_);
 }
