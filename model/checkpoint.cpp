@@ -6,7 +6,6 @@
 
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -122,10 +121,9 @@ void save_checkpoint(const std::filesystem::path& path, const gnn_model& model, 
 
 checkpoint load_checkpoint(const std::filesystem::path& path) {
   const std::string file = path.string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw data_error::at(file, 0, "cannot open checkpoint");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return decode_checkpoint(bytes, file);
+  const auto bytes = read_whole_file(path);
+  if (!bytes) throw data_error::at(file, 0, "cannot open checkpoint");
+  return decode_checkpoint(*bytes, file);
 }
 
 checkpoint decode_checkpoint(std::string_view bytes, const std::string& file) {

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <charconv>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <sstream>
 #include <string_view>
@@ -43,6 +42,15 @@ std::optional<std::uint64_t> step_of_file(const std::string& name) {
   const auto [end, ec] = std::from_chars(first, last, step);
   if (ec != std::errc() || end != last) return std::nullopt;
   return step;
+}
+
+// The part-* folders of a run's checkpoint folder.
+std::vector<fs::path> replica_folders(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.is_directory() && entry.path().filename().string().rfind("part-", 0) == 0)
+      out.push_back(entry.path());
+  return out;
 }
 
 }  // namespace
@@ -129,19 +137,20 @@ committed_checkpoint load_committed_checkpoint(const fs::path& dir) {
     auto r = read_commit_record(folder);
     if (r && (!best || r->next_step > best->record.next_step)) best = found{*r, folder};
   };
+  // A replica's own folder, or a run's folder holding part-* folders.
   consider(dir);
   if (!best) {
-    for (const auto& entry : fs::directory_iterator(dir))
-      if (entry.is_directory() && entry.path().filename().string().rfind("part-", 0) == 0)
-        consider(entry.path());
+    for (const fs::path& folder : replica_folders(dir))
+      consider(folder);
   }
   if (!best)
     throw data_error::at(dir.string(), 0,
                          "no committed checkpoint here (no COMMIT in it or its part-* folders)");
   const fs::path path = best->folder / best->record.file;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw data_error::at(path.string(), 0, "the commit record names it, but it is missing");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto read = read_whole_file(path);
+  if (!read)
+    throw data_error::at(path.string(), 0, "the commit record names it, but it is missing");
+  const std::string& bytes = *read;
   if (bytes.size() != best->record.size || checkpoint_crc(bytes) != best->record.crc)
     throw data_error::at(path.string(), 0,
                          "size or CRC-32 differs from its commit record (damaged file)");
@@ -151,15 +160,14 @@ committed_checkpoint load_committed_checkpoint(const fs::path& dir) {
 committed_checkpoint load_checkpoint_of_step(const fs::path& dir, std::uint64_t next_step) {
   if (!fs::is_directory(dir)) throw data_error::at(dir.string(), 0, "checkpoint folder not found");
   std::vector<fs::path> folders{dir};
-  for (const auto& entry : fs::directory_iterator(dir))
-    if (entry.is_directory() && entry.path().filename().string().rfind("part-", 0) == 0)
-      folders.push_back(entry.path());
+  for (const fs::path& folder : replica_folders(dir))
+    folders.push_back(folder);
   const std::string name = checkpoint_file_name(next_step);
   for (const fs::path& folder : folders) {
     const fs::path path = folder / name;
-    if (!fs::exists(path)) continue;
-    std::ifstream in(path, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto read = read_whole_file(path);
+    if (!read) continue;
+    const std::string& bytes = *read;
     auto record = read_commit_record(folder);
     if (record && record->file == name &&
         (bytes.size() != record->size || checkpoint_crc(bytes) != record->crc))

@@ -2,6 +2,9 @@
 // reports neither the cause of a failure nor a way to fsync).
 #include "model/durable_file.hpp"
 
+#include <fstream>
+#include <iterator>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -93,6 +96,12 @@ void write_file_durably(const std::filesystem::path& file, std::string_view byte
   durable_file f(file);
   f.write(bytes);
   f.commit();
+}
+
+std::optional<std::string> read_whole_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return std::nullopt;
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 }  // namespace degnn

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,9 @@ class durable_file {
 
 /// Writes `bytes` to `file` through a durable_file.
 void write_file_durably(const std::filesystem::path& file, std::string_view bytes);
+
+/// The whole contents of `file`; nothing when it cannot be opened.
+std::optional<std::string> read_whole_file(const std::filesystem::path& file);
 
 /// fsync of a file's or folder's contents by path; false when the system refused (errno set).
 bool sync_path(const std::filesystem::path& path);
