@@ -43,7 +43,7 @@ caf::result<wire_message> gradient_phase(self_ptr self, const wire_message& m) {
     }
   };
   self->request(st.shards[static_cast<size_t>(st.part->part)], st.settings.timeout, gradient_atom_v,
-                m)
+                passed_on(m))
       .then(
           [self, rp, close_phase, step = c.h.step](wire_message& shard_reply) mutable {
             auto& st = self->state;
@@ -86,7 +86,8 @@ caf::result<wire_message> apply(self_ptr self, const wire_message& m) {
   }
   // The shard applies the same gradient to its replica meanwhile.
   auto rp = self->make_response_promise<wire_message>();
-  self->request(st.shards[static_cast<size_t>(st.part->part)], st.settings.timeout, apply_atom_v, m)
+  self->request(st.shards[static_cast<size_t>(st.part->part)], st.settings.timeout, apply_atom_v,
+                passed_on(m))
       .then(
           [self, rp, step = avg.h.step](wire_message&) mutable {
             auto& st = self->state;
@@ -111,7 +112,7 @@ caf::result<wire_message> parameters(self_ptr self, const wire_message& m) {
   const auto c = wire::decode_control(st.ctx, m.bytes);
   auto rp = self->make_response_promise<wire_message>();
   self->request(st.shards[static_cast<size_t>(st.part->part)], st.settings.timeout, params_atom_v,
-                m)
+                passed_on(m))
       .then(
           [self, rp, step = c.h.step](wire_message& shard_reply) mutable {
             auto& st = self->state;
@@ -170,6 +171,7 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
   st.book = std::move(book);
   st.replica = make_replica(model, settings);
   st.settings = std::move(settings);
+  st.link = link_sender(st.part->part, st.settings.faults, st.settings.fault_counts);
   st.ctx = ctx;
   if (st.settings.trace) st.stages.keep_spans();
   for (node_id l : st.part->train)
@@ -193,6 +195,10 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
         return refuse("refused " + why);
       if (!st.has_view)
         return as_error(st, actor_errc::not_ready, "not connected to every peer yet");
+    }
+    if (auto r = st.guard.admit(self->current_sender(), m, needs_peers)) {
+      refuse(r->why);
+      return as_error(st, r->code, r->why);
     }
     try {
       expect_kind(m, expected);

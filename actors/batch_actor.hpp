@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/message_guard.hpp"
 #include "actors/messages.hpp"
 #include "actors/stage_log.hpp"
 #include "actors/weight_gate.hpp"
@@ -29,6 +30,8 @@ struct batch_state {
   std::shared_ptr<const partition_book> book;
   std::vector<batch_actor> batchers;  ///< every worker's batch actor (from the peer view)
   std::vector<shard_actor> shards;    ///< every partition's shard
+  link_sender link;     ///< numbers and (under a fault policy) damages this actor's requests
+  message_guard guard;  ///< refuses damaged and repeated requests
   bool has_view = false;
   std::vector<caf::node_id> members;       ///< nodes of the view: the only senders served
   std::unique_ptr<model_replica> replica;  ///< trains the whole model (centralized), the top layer

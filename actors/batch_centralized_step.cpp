@@ -64,7 +64,7 @@ void run_hop(self_ptr self, std::shared_ptr<step_job> job) {
       req.nodes.push_back(frontier[i]);
     auto msg = pack(wire::kind::sample_request, wire::encode(st.ctx, req));
     count(st, owner, msg);
-    requests.push_back({st.shards[static_cast<size_t>(owner)], std::move(msg)});
+    requests.push_back({st.shards[static_cast<size_t>(owner)], std::move(msg), owner});
     positions.push_back(std::move(pos));
   }
   gather(
@@ -149,7 +149,7 @@ void run_features(self_ptr self, std::shared_ptr<step_job> job) {
     auto msg =
         pack(wire::kind::feature_request, wire::encode(st.ctx, req, wire::kind::feature_request));
     count(st, owner, msg);
-    requests.push_back({st.shards[static_cast<size_t>(owner)], std::move(msg)});
+    requests.push_back({st.shards[static_cast<size_t>(owner)], std::move(msg), owner});
     positions.push_back(std::move(pos));
   }
   gather(

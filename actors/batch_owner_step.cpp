@@ -71,7 +71,7 @@ void finish_owner_step(self_ptr self, const std::shared_ptr<owner_job>& job,
     if (static_cast<int>(q) == me && b > 0) g.own_grads = top.grad_self;
     auto msg = pack(wire::kind::gradient_return, wire::encode(st.ctx, g));
     count(st, static_cast<int>(q), msg);
-    returns.push_back({st.shards[q], std::move(msg)});
+    returns.push_back({st.shards[q], std::move(msg), static_cast<int>(q)});
   }
   wire::allreduce_chunk stats{.h = {job->step, me},
                               .loss = top.stats.loss_sum,
@@ -101,7 +101,7 @@ void send_pushes(self_ptr self, std::shared_ptr<owner_job> job,
   for (size_t q = 0; q < pushes.size(); ++q) {
     auto msg = pack(wire::kind::computation_push, wire::encode(st.ctx, pushes[q]));
     count(st, static_cast<int>(q), msg);
-    requests.push_back({st.shards[q], std::move(msg)});
+    requests.push_back({st.shards[q], std::move(msg), static_cast<int>(q)});
   }
   gather(
       self, push_atom_v, std::move(requests), st.settings.timeout,

@@ -31,6 +31,7 @@ struct coordinator_state {
   };
   std::optional<unreduced_step> unreduced;  ///< a step whose gradient phase has not run yet
   coordinator_status status;
+  link_sender link;  ///< numbers the commands; the fault policy leaves the cluster's commands alone
   std::deque<std::function<void()>> queue;  ///< commands behind the running one
   bool busy = false;
   std::function<void(const std::string&)> running_fail;  ///< fails the running command

@@ -103,7 +103,13 @@ store_actor::behavior_type store_behavior(self_ptr self,
                    why);
     return actor_error(actor_errc::rejected, me + ": " + why);
   };
-  auto guarded = [refuse, self](auto&& serve, const wire_message& m) -> caf::result<wire_message> {
+  auto guarded = [refuse, self](auto&& serve, const wire_message& m,
+                                bool members_only = true) -> caf::result<wire_message> {
+    if (auto r = self->state.guard.admit(self->current_sender(), m, members_only)) {
+      refuse(r->why);
+      return actor_error(
+          r->code, "embedding store " + std::to_string(self->state.part->part) + ": " + r->why);
+    }
     try {
       return serve(self->state, m);
     } catch (const std::exception& e) {
@@ -136,7 +142,7 @@ store_actor::behavior_type store_behavior(self_ptr self,
               wire::decode_control(st.ctx, m.bytes);  // only a query of this cluster is answered
               return counters_report(st.part->part, st.ctx, st.sent, st.rejected);
             },
-            m);
+            m, false);
       },
       [self](view_atom, const peer_view& v) {
         auto& st = self->state;

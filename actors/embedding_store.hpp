@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "actors/message_guard.hpp"
 #include "actors/messages.hpp"
 #include "actors/worker_settings.hpp"
 #include "model/embedding_table.hpp"
@@ -28,6 +29,7 @@ struct store_state {
   std::shared_ptr<const partition_book> book;
   std::unique_ptr<embedding_table> table;
   wire::context ctx;
+  message_guard guard;                ///< refuses damaged and repeated requests
   wire::traffic sent;                 ///< replies to other nodes
   std::uint64_t rejected = 0;         ///< requests that failed validation
   std::vector<caf::node_id> members;  ///< nodes of the view: the only senders of gets served

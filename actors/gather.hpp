@@ -1,5 +1,7 @@
 // Scatter-gather of encoded requests from an event-based actor: send them all at once, continue
 // when every reply is in, fail once on the first error or timeout. Replies keep request order.
+// Every request goes out numbered through the actor's link_sender (state.link), meeting the
+// faults of its policy; one the receiver found damaged is sent again, a damaged reply fails.
 #pragma once
 
 #include <functional>
@@ -7,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "actors/link_faults.hpp"
 #include "actors/messages.hpp"
 
 namespace degnn {
@@ -15,43 +18,85 @@ template <class Handle, class Atom>
 struct wire_request {
   Handle to;
   wire_message msg;
+  int part = -1;  ///< the receiver's partition, for the fault policy's links (-1: not faulted)
 };
+
+/// Whether a request failed because its receiver found it damaged (and did not apply it).
+inline bool damaged_error(const caf::error& e) {
+  return e.category() == caf::atom("degnn") &&
+         e.code() == static_cast<std::uint8_t>(actor_errc::damaged);
+}
 
 /// fail is called once, with (index of the request, error) when it takes them, else (error).
 template <class Self, class Handle, class Atom, class Done, class Fail>
 void gather(Self* self, Atom atom, std::vector<wire_request<Handle, Atom>> requests,
             std::chrono::milliseconds timeout, Done done, Fail fail) {
+  struct pending;
+  using pending_ptr = std::shared_ptr<pending>;
   struct pending {
     std::vector<wire_message> replies;
     size_t left = 0;
     bool failed = false;
     Done done;
     Fail fail;
+    // Takes the pending state as an argument: stored in it, it must not own it.
+    std::function<void(const pending_ptr&, size_t, const Handle&, int, wire_message, int)> send;
   };
   auto p = std::make_shared<pending>(
-      pending{{}, requests.size(), false, std::move(done), std::move(fail)});
+      pending{{}, requests.size(), false, std::move(done), std::move(fail), {}});
   p->replies.resize(requests.size());
   if (requests.empty()) {
     p->done(p->replies);
     return;
   }
-  for (size_t i = 0; i < requests.size(); ++i) {
-    self->request(requests[i].to, timeout, atom, std::move(requests[i].msg))
+  auto fail_with = [](pending& q, size_t i, const caf::error& err) {
+    q.failed = true;
+    if constexpr (std::is_invocable_v<Fail&, std::size_t, const caf::error&>)
+      q.fail(i, err);
+    else
+      q.fail(err);
+  };
+  p->send = [self, atom, timeout, fail_with](const pending_ptr& p, size_t i, const Handle& to,
+                                             int part, wire_message msg, int attempt) {
+    link_sender& link = self->state.link;
+    if (attempt == 1) link.number(msg);
+    const auto fate = link.decide(msg, part, attempt);
+    std::shared_ptr<wire_message> pristine;
+    if (link.retries()) pristine = std::make_shared<wire_message>(msg);
+    if (fate.corrupt) {
+      link.damage(msg);
+      if (auto* c = link.counts()) ++c->corrupted;
+    }
+    if (fate.duplicate) {
+      // The very bytes sent, again: the receiver must refuse the second one.
+      if (auto* c = link.counts()) ++c->duplicated;
+      self->request(to, timeout, atom, msg).then([](wire_message&) {}, [](caf::error&) {});
+    }
+    self->request(to, timeout, atom, std::move(msg))
         .then(
-            [p, i](wire_message& reply) {
+            [p, i, fail_with](wire_message& reply) {
               if (p->failed) return;
+              if (!intact(reply)) {
+                fail_with(*p, i,
+                          actor_error(actor_errc::damaged,
+                                      "a damaged reply (its CRC-32 does not match)"));
+                return;
+              }
               p->replies[i] = std::move(reply);
               if (--p->left == 0) p->done(p->replies);
             },
-            [p, i](caf::error& err) {
+            [self, p, i, to, part, attempt, pristine, fail_with](caf::error& err) {
               if (p->failed) return;
-              p->failed = true;
-              if constexpr (std::is_invocable_v<Fail&, std::size_t, const caf::error&>)
-                p->fail(i, err);
-              else
-                p->fail(err);
+              if (pristine && damaged_error(err) && attempt < link_sender::kMaxAttempts) {
+                if (auto* c = self->state.link.counts()) ++c->retried;
+                p->send(p, i, to, part, *pristine, attempt + 1);
+                return;
+              }
+              fail_with(*p, i, err);
             });
-  }
+  };
+  for (size_t i = 0; i < requests.size(); ++i)
+    p->send(p, i, requests[i].to, requests[i].part, std::move(requests[i].msg), 1);
 }
 
 }  // namespace degnn

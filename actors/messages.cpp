@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "actors/coordinator.hpp"
+#include "model/crc32.hpp"
 
 namespace degnn {
 
@@ -17,8 +18,20 @@ const char* to_string(actor_errc x) {
       return "peer failed";
     case actor_errc::internal:
       return "failed";
+    case actor_errc::damaged:
+      return "damaged";
   }
   return "unknown error";
+}
+
+std::uint32_t message_crc(const wire_message& m) {
+  // Little-endian kind and number, then the bytes: the same on every node.
+  unsigned char head[10];
+  for (int i = 0; i < 2; ++i)
+    head[i] = static_cast<unsigned char>(m.kind >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    head[2 + i] = static_cast<unsigned char>(m.seq >> (8 * i));
+  return crc32_update(crc32_update(0, head, sizeof head), m.bytes.data(), m.bytes.size());
 }
 
 wire::allreduce_chunk decode_average(const wire::context& ctx, const wire_message& m,

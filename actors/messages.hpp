@@ -15,15 +15,46 @@
 
 namespace degnn {
 
-/// One encoded message: its kind (wire::kind) and its Cap'n Proto bytes.
+/// One encoded message: its kind (wire::kind) and its Cap'n Proto bytes, with the envelope every
+/// receiver checks before it reads them: the sender's sequence number (0: unnumbered, a reply or a
+/// message within one node) and a CRC-32 of kind, number and bytes. The counted traffic is the
+/// bytes; the envelope's 14 bytes are overhead like CAF's own header.
+struct wire_message;
+/// The CRC-32 of m's kind, sequence number and bytes.
+std::uint32_t message_crc(const wire_message& m);
+
 struct wire_message {
   std::uint16_t kind = 0;
   std::vector<char> bytes;
+  std::uint64_t seq = 0;
+  std::uint32_t crc = 0;
+
+  wire_message() = default;
+  /// An unnumbered message, sealed: every message made from a kind and bytes carries its checksum.
+  wire_message(std::uint16_t k, std::vector<char> b) : kind(k), bytes(std::move(b)) {
+    crc = message_crc(*this);
+  }
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, wire_message& x) {
-  return f(caf::meta::type_name("degnn.wire_message"), x.kind, x.bytes);
+  return f(caf::meta::type_name("degnn.wire_message"), x.kind, x.bytes, x.seq, x.crc);
+}
+
+/// Sets m's checksum; after any change to m, before it is sent.
+inline void seal(wire_message& m) {
+  m.crc = message_crc(m);
+}
+/// Whether m arrived as it was sealed.
+inline bool intact(const wire_message& m) {
+  return m.crc == message_crc(m);
+}
+/// A message received and passed on within the node (a batch actor's to its shard): without its
+/// sender's number, which the next receiver would otherwise take for this actor's own.
+inline wire_message passed_on(wire_message m) {
+  m.seq = 0;
+  seal(m);
+  return m;
 }
 
 /// Where a partition's peers are, index = partition id: sent by whoever wires the cluster (the
@@ -63,6 +94,7 @@ enum class actor_errc : std::uint8_t {
   not_ready,     ///< work asked before the actor knows its peers
   peer_failed,   ///< a request this actor made to a peer failed or timed out
   internal,      ///< an actor could not do what was asked (its own data or state)
+  damaged,       ///< a message's checksum did not match: refused unread, may be sent again
 };
 const char* to_string(actor_errc x);
 

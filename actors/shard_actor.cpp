@@ -97,6 +97,7 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
   st.book = std::move(book);
   st.replica = make_replica(model, settings);
   st.settings = std::move(settings);
+  st.link = link_sender(st.part->part, st.settings.faults, st.settings.fault_counts);
   st.ctx = ctx;
   st.halo = halo_cache(st.part->halo);
   if (st.settings.trace) st.stages.keep_spans();
@@ -115,6 +116,10 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
     if (members_only) {
       if (auto why = outsider(self->current_sender(), self->node(), st.members); !why.empty())
         return refuse("refused " + why);
+    }
+    if (auto r = st.guard.admit(self->current_sender(), m, members_only)) {
+      refuse(r->why);
+      return as_error(st, r->code, r->why);
     }
     try {
       expect_kind(m, expected);

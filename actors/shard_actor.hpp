@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "actors/compute_counters.hpp"
+#include "actors/message_guard.hpp"
 #include "actors/messages.hpp"
 #include "actors/stage_log.hpp"
 #include "actors/weight_gate.hpp"
@@ -53,6 +54,8 @@ struct shard_state {
   std::shared_ptr<const partition_book> book;
   std::vector<shard_actor> shards;  ///< every partition's shard (from the peer view)
   std::vector<store_actor> stores;  ///< every partition's embedding store
+  link_sender link;     ///< numbers and (under a fault policy) damages this actor's requests
+  message_guard guard;  ///< refuses damaged and repeated requests
   bool has_view = false;
   std::vector<caf::node_id> members;  ///< nodes of the view: the only senders served
   std::unique_ptr<model_replica> replica;

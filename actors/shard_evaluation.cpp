@@ -58,7 +58,7 @@ caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) 
       req.nodes.push_back(part.halo[i]);
     auto msg = pack(wire::kind::halo_request, wire::encode(st.ctx, req, wire::kind::halo_request));
     count(st, owner, msg);
-    requests.push_back({st.shards[static_cast<size_t>(owner)], std::move(msg)});
+    requests.push_back({st.shards[static_cast<size_t>(owner)], std::move(msg), owner});
     positions.push_back(std::move(pos));
   }
   auto rp = self->make_response_promise<wire_message>();

@@ -122,7 +122,7 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
       }
       auto msg = pack(wire::kind::embedding_get, wire::encode(st.ctx, req));
       count(st, q, msg);
-      requests.push_back({st.stores[static_cast<size_t>(q)], std::move(msg)});
+      requests.push_back({st.stores[static_cast<size_t>(q)], std::move(msg), static_cast<int>(q)});
       asks.push_back(std::move(req));
       owners.push_back(q);
     }

@@ -150,7 +150,8 @@ void compute_step(self_ptr self, std::uint64_t step) {
       req.layer = static_cast<std::uint8_t>(key.second);
       auto msg = pack(wire::kind::embedding_get, wire::encode(st.ctx, req));
       count(st, key.first, msg);
-      requests.push_back({st.stores[static_cast<size_t>(key.first)], std::move(msg)});
+      requests.push_back(
+          {st.stores[static_cast<size_t>(key.first)], std::move(msg), static_cast<int>(key.first)});
       asks.push_back(std::move(req));
     }
     gather(

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/link_faults.hpp"
 #include "model/replica.hpp"
 
 namespace degnn {
@@ -46,6 +47,9 @@ struct worker_settings {
   /// Told the global step of every step command the batch actor takes, before it starts the
   /// step (the runtime's fault injection crashes a node at a named point here).
   std::function<void(std::uint64_t)> on_step;
+  /// Faults to inject on this process's sends to other nodes (null: none), and their counters.
+  std::shared_ptr<const fault_policy> faults;
+  std::shared_ptr<fault_counters> fault_counts = std::make_shared<fault_counters>();
 
   /// The level the shards' partial sums are at: h^(top) of the neighbours, top = layers - 1.
   int top_level() const { return static_cast<int>(fanouts.size()) - 1; }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/crc32.hpp"
 #include "model/data_error.hpp"
 #include "model/durable_file.hpp"
 
@@ -19,17 +20,7 @@ namespace {
 constexpr char kMagic[8] = {'D', 'E', 'G', 'N', 'N', 'C', 'K', 'P'};
 constexpr std::size_t kHeaderSize = 8 + 4 + 4 + 8;
 
-std::uint32_t crc_of(const char* data, std::size_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  // zlib takes uInt lengths: feed large payloads in chunks.
-  while (n > 0) {
-    const uInt chunk = static_cast<uInt>(std::min<std::size_t>(n, 1u << 30));
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(data), chunk);
-    data += chunk;
-    n -= chunk;
-  }
-  return static_cast<std::uint32_t>(crc);
-}
+std::uint32_t crc_of(const char* data, std::size_t n) { return crc32_update(0, data, n); }
 
 struct writer {
   std::string buf;

@@ -27,6 +27,7 @@ struct node_state {
   static constexpr const char* name = "degnn.node";
   wire::context ctx;
   std::vector<std::string> identity;
+  link_sender link;  ///< numbers its report requests (never faulted)
   std::function<void(const std::string&)> log;
   // -- the seed --
   std::optional<seed_role> seed;

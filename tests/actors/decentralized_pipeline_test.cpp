@@ -449,10 +449,8 @@ TEST(DecentralizedShard, ServesAPushAndRejectsAGradientReturnOfTheWrongWidth) {
   // A shard computes a step once every part's push is in: partition 1's own (empty) push too.
   const wire::computation_push own{.h = {.step = 7, .sender = 1}, .layer = 2};
   wire_message reply;
-  auto first =
-      c.self->request(c.handles.shards[1], std::chrono::seconds(30), push_atom_v,
-                      wire_message{static_cast<std::uint16_t>(wire::kind::computation_push),
-                                   wire::encode(ctx, push)});
+  auto first = c.self->request(c.handles.shards[1], std::chrono::seconds(30), push_atom_v,
+                               pack(wire::kind::computation_push, wire::encode(ctx, push)));
   const wire_message own_reply =
       c.ask_shard(1, push_atom_v, wire::kind::computation_push, wire::encode(ctx, own));
   first.receive([&](wire_message& r) { reply = std::move(r); },

@@ -78,7 +78,7 @@ struct in_process_cluster {
                          std::string* error = nullptr) {
     wire_message out;
     self->request(handles.shards[static_cast<size_t>(p)], std::chrono::seconds(30), atom,
-                  wire_message{static_cast<std::uint16_t>(k), std::move(b)})
+                  pack(k, std::move(b)))
         .receive([&](wire_message& r) { out = std::move(r); },
                  [&](caf::error& e) {
                    if (error) *error = sys.render(e);

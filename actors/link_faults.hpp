@@ -1,0 +1,64 @@
+// The in-program fault policy (issue 12, DESIGN.md section 8): on the send path between nodes,
+// messages are damaged or duplicated with set probabilities, decided from a seed and the message
+// itself, so a run replays its faults. The receiver must refuse what it gets wrong
+// (message_guard.hpp); this only makes the faults, counts them, and numbers every message.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace degnn {
+
+struct wire_message;
+
+struct fault_policy {
+  std::uint64_t seed = 1;
+  double corrupt = 0;       ///< probability that one byte of a message is flipped
+  double duplicate = 0;     ///< probability that a message is delivered twice
+  std::vector<bool> kinds;  ///< by wire kind: faults apply; empty = every kind
+  /// (from, to) partition pairs the faults apply to; empty = every pair of different partitions.
+  std::vector<std::pair<int, int>> links;
+
+  bool any() const { return corrupt > 0 || duplicate > 0; }
+  bool applies(int from, int to, std::uint16_t kind) const;
+};
+
+/// What a process's actors injected and retried, for the run's summary.
+struct fault_counters {
+  std::atomic<std::uint64_t> corrupted{0}, duplicated{0}, retried{0};
+};
+
+/// One actor's sending side: numbers its messages (the receiver refuses a number it saw), and
+/// under a fault policy decides what happens to each.
+class link_sender {
+ public:
+  link_sender() = default;
+  link_sender(int part, std::shared_ptr<const fault_policy> policy,
+              std::shared_ptr<fault_counters> counts);
+
+  struct fate {
+    bool corrupt = false;
+    bool duplicate = false;
+  };
+  /// Gives m the next sequence number and seals it again (its checksum covers the number).
+  void number(wire_message& m);
+  /// The fate of a sealed, numbered message to partition `to` (-1: unknown, never faulted), on
+  /// its `attempt`-th sending; the same message, link and attempt always meet the same fate.
+  fate decide(const wire_message& m, int to, int attempt) const;
+  /// Flips one byte of m (chosen from the seed), leaving its checksum: the receiver must notice.
+  void damage(wire_message& m) const;
+  /// Whether sends keep a copy to retry a message the receiver found damaged.
+  bool retries() const { return policy_ && policy_->corrupt > 0; }
+  fault_counters* counts() const { return counts_.get(); }
+  static constexpr int kMaxAttempts = 4;
+
+ private:
+  int part_ = -1;
+  std::uint64_t next_seq_ = 1;
+  std::shared_ptr<const fault_policy> policy_;
+  std::shared_ptr<fault_counters> counts_;
+};
+
+}  // namespace degnn
