@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -67,11 +68,9 @@ void gather(Self* self, Atom atom, std::vector<wire_request<Handle, Atom>> reque
       link.damage(msg);
       if (auto* c = link.counts()) ++c->corrupted;
     }
-    if (fate.duplicate) {
-      // The very bytes sent, again: the receiver must refuse the second one.
-      if (auto* c = link.counts()) ++c->duplicated;
-      self->request(to, timeout, atom, msg).then([](wire_message&) {}, [](caf::error&) {});
-    }
+    // The very bytes sent, again, behind the original: the receiver must refuse the second one.
+    std::optional<wire_message> again;
+    if (fate.duplicate) again = msg;
     self->request(to, timeout, atom, std::move(msg))
         .then(
             [p, i, fail_with](wire_message& reply) {
@@ -94,6 +93,11 @@ void gather(Self* self, Atom atom, std::vector<wire_request<Handle, Atom>> reque
               }
               fail_with(*p, i, err);
             });
+    if (again) {
+      if (auto* c = link.counts()) ++c->duplicated;
+      self->request(to, timeout, atom, std::move(*again))
+          .then([](wire_message&) {}, [](caf::error&) {});
+    }
   };
   for (size_t i = 0; i < requests.size(); ++i)
     p->send(p, i, requests[i].to, requests[i].part, std::move(requests[i].msg), 1);

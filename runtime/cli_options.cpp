@@ -118,6 +118,11 @@ void option_set::read_config_file(const std::string& file) {
       sec = key.substr(0, dot);
       key = key.substr(dot + 1);
     }
+    // [faults] seed = 7 is --faults-seed 7.
+    if (sec == "faults") {
+      key = "faults-" + key;
+      sec.clear();
+    }
     if (!sec.empty() && sec != command_ && sec != "degnn" && sec != "global") {
       throw config_error(where + ": unknown section '" + sec + "' (use [" + command_ + "])");
     }

@@ -16,6 +16,7 @@
 #include "runtime/cluster_identity.hpp"
 #include "runtime/cluster_resume.hpp"
 #include "runtime/compute_threads.hpp"
+#include "runtime/fault_injection.hpp"
 #include "runtime/process_stats.hpp"
 #include "runtime/worker_actors.hpp"
 
@@ -49,7 +50,8 @@ worker_settings make_worker_settings(const train_settings& s) {
                          .fusion = s.fusion,
                          .local_bias = s.local_bias,
                          .trace = !s.trace.empty(),
-                         .checkpoint_dir = s.checkpoint_dir};
+                         .checkpoint_dir = s.checkpoint_dir,
+                         .faults = s.faults};
 }
 
 cluster_result drive_training(coordinator& coord, const train_settings& s, const replica_config& rc,
@@ -287,6 +289,12 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
     throw;
   }
   stop_all();
+  result.faults_corrupted = ws.fault_counts->corrupted;
+  result.faults_retried = ws.fault_counts->retried;
+  result.faults_duplicated = ws.fault_counts->duplicated;
+  if (auto line = fault_summary(s.faults.get(), *ws.fault_counts); !line.empty())
+    std::printf("%s; the receivers refused %llu messages\n", line.c_str(),
+                static_cast<unsigned long long>(result.traffic.rejected));
   if (!result.replicas_identical)
     throw std::runtime_error("replicas diverged: the all-reduce is broken");
   return result;

@@ -4,8 +4,84 @@
 
 #include <csignal>
 #include <cstdio>
+#include <sstream>
+
+#include "serialization/wire.hpp"
 
 namespace degnn {
+
+std::vector<option_spec> fault_option_specs() {
+  return {
+      {"faults-seed", "1",
+       "fault injection: seed of the fault decisions (a run replays its faults)"},
+      {"faults-corrupt", "0",
+       "fault injection: probability that a message to another node has a byte flipped (the "
+       "receiver refuses it, the sender sends it again)"},
+      {"faults-duplicate", "0",
+       "fault injection: probability that a message to another node is delivered twice (the "
+       "receiver refuses the second)"},
+      {"faults-kinds", "",
+       "fault injection: only messages of these kinds (comma-separated, e.g. "
+       "computation_push,embedding_get); empty = all"},
+      {"faults-links", "",
+       "fault injection: only these links FROM-TO between partitions (e.g. 1-2,2-0); empty = "
+       "all"},
+  };
+}
+
+std::shared_ptr<const fault_policy> read_fault_policy(const option_set& opts) {
+  auto p = std::make_shared<fault_policy>();
+  p->seed = static_cast<std::uint64_t>(opts.integer("faults-seed", 0));
+  // Below 1: a message that is always damaged could never get through.
+  p->corrupt = opts.real("faults-corrupt", 0, 0.999);
+  p->duplicate = opts.real("faults-duplicate", 0, 1);
+  auto items = [](const std::string& list) {
+    std::vector<std::string> out;
+    std::stringstream in(list);
+    for (std::string item; std::getline(in, item, ',');)
+      if (!item.empty()) out.push_back(item);
+    return out;
+  };
+  for (const std::string& name : items(opts.str("faults-kinds"))) {
+    int found = -1;
+    for (int k = 1; k < wire::kNumKinds; ++k)
+      if (name == wire::kind_name(static_cast<wire::kind>(k))) found = k;
+    if (found < 0) {
+      std::string known;
+      for (int k = 1; k < wire::kNumKinds; ++k)
+        known += std::string(k > 1 ? ", " : "") + wire::kind_name(static_cast<wire::kind>(k));
+      throw config_error("--faults-kinds: no message kind '" + name + "' (known: " + known + ")");
+    }
+    p->kinds.resize(wire::kNumKinds, false);
+    p->kinds[static_cast<size_t>(found)] = true;
+  }
+  for (const std::string& link : items(opts.str("faults-links"))) {
+    int from = -1, to = -1;
+    char dash = 0, extra = 0;
+    std::istringstream in(link);
+    if (!(in >> from >> dash >> to) || dash != '-' || in >> extra || from < 0 || to < 0 ||
+        from == to)
+      throw config_error("--faults-links: '" + link +
+                         "' is not FROM-TO with two different partitions (e.g. 1-2)");
+    p->links.emplace_back(from, to);
+  }
+  if (!p->any()) {
+    for (const char* key : {"faults-kinds", "faults-links"})
+      if (opts.given(key))
+        throw config_error(std::string("--") + key +
+                           " without --faults-corrupt or --faults-duplicate injects nothing");
+    return nullptr;
+  }
+  return p;
+}
+
+std::string fault_summary(const fault_policy* policy, const fault_counters& counts) {
+  if (!policy) return {};
+  return "faults injected on this process's sends (seed " + std::to_string(policy->seed) +
+         "): " + std::to_string(counts.corrupted.load()) + " damaged (sent again " +
+         std::to_string(counts.retried.load()) + "), " + std::to_string(counts.duplicated.load()) +
+         " duplicated";
+}
 
 std::function<void(std::uint64_t)> crash_after_step(std::uint64_t last) {
   return [last](std::uint64_t step) {

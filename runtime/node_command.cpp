@@ -123,6 +123,15 @@ int run_node(int argc, char** argv) {
   const wire::context ctx{.cluster_id = identity.hash()};
   worker_settings ws = make_worker_settings(s);
   ws.run_id = identity.checkpoint_run_id();
+  // However the run ends, what this node injected is said: a test run's faults are never silent.
+  struct fault_report {
+    const fault_policy* policy;
+    std::shared_ptr<fault_counters> counts;
+    ~fault_report() {
+      if (auto line = fault_summary(policy, *counts); !line.empty())
+        std::fprintf(stderr, "node: %s\n", line.c_str());
+    }
+  } report_faults{ws.faults.get(), ws.fault_counts};
   if (opts.given("crash-after-step"))
     ws.on_step = crash_after_step(static_cast<std::uint64_t>(opts.integer("crash-after-step", 0)));
   // Resuming: each node reads its own copy of the run's last commit; a joiner learns the step

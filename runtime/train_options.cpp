@@ -4,11 +4,12 @@
 #include <filesystem>
 
 #include "model/quantizer.hpp"
+#include "runtime/fault_injection.hpp"
 
 namespace degnn {
 
 std::vector<option_spec> train_option_specs() {
-  return {
+  std::vector<option_spec> specs = {
       {"data", "data/pubmed", "dataset directory (OGB raw layout)"},
       {"partitions", "", "partition set made by `degnn partition` (default: partition in memory)"},
       {"cache-dir", "",
@@ -80,6 +81,9 @@ std::vector<option_spec> train_option_specs() {
        "(same results, no pipelining)",
        true},
   };
+  for (auto& f : fault_option_specs())
+    specs.push_back(std::move(f));
+  return specs;
 }
 
 train_settings read_train_settings(const option_set& opts) {
@@ -136,6 +140,7 @@ train_settings read_train_settings(const option_set& opts) {
       throw config_error("--resume-step needs a cluster --resume folder (which checkpoint of it)");
     s.resume_step = static_cast<std::uint64_t>(opts.integer("resume-step", 0));
   }
+  s.faults = read_fault_policy(opts);
   s.checkpoint_dir = opts.str("checkpoint-dir");
   s.checkpoint_every = static_cast<std::uint64_t>(opts.integer("checkpoint-every", 0));
   if (s.checkpoint_every > 0 && s.checkpoint_dir.empty())
@@ -152,8 +157,8 @@ train_settings read_train_settings(const option_set& opts) {
     }
   }
   if (s.pipeline == "single") {
-    for (const char* key :
-         {"trace", "compare-with", "partition-method", "checkpoint-dir", "checkpoint-every"}) {
+    for (const char* key : {"trace", "compare-with", "partition-method", "checkpoint-dir",
+                            "checkpoint-every", "faults-corrupt", "faults-duplicate"}) {
       if (opts.given(key)) {
         throw config_error(std::string("--") + key +
                            " applies to clusters only (this run's pipeline is single)");

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "actors/link_faults.hpp"
 #include "model/replica.hpp"
 #include "runtime/cli_options.hpp"
 
@@ -45,6 +47,7 @@ struct train_settings {
   bool overlap = true;  ///< decentralized: prepare step i+1 during step i's all-reduce
   int fusion = 2;       ///< decentralized CG fusion: 2 = both levels, 1 = within a push, 0 = none
   bool stochastic_rounding = false;
+  std::shared_ptr<const fault_policy> faults;  ///< clusters: faults on the send path, null = none
 };
 
 /// The options `degnn train` accepts (shared by bench train, which adds its own).
