@@ -4,6 +4,8 @@
 #   none        the fault-free run (the reference)
 #   kill-node0  kill -9 of node 0 (the coordinator) once it logged epoch KILL_AT
 #   crash-node2 node 2 crashes at a named point (--crash-after-step KILL_AT)
+#   corrupt-1%  every node damages 1% of its messages to other nodes (--faults-corrupt 0.01)
+#   dup-5%      every node delivers 5% of its messages to other nodes twice (--faults-duplicate)
 # After a fault every node is started again with --resume on its own folder. Prints one row per
 # scenario (detected after, restarted and training again after, steps redone, final test
 # accuracy, committed checkpoints lost, processes left) and a JSON line each.
@@ -15,6 +17,7 @@ kill_at=${2:-17}
 degnn=$PWD/${DEGNN_BUILD_DIR:-build}/runtime/degnn
 work=$(mktemp -d)
 pids=()
+all_nodes=()  # options every node of the next start gets
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   [[ -n ${KEEP:-} ]] || rm -rf "$work"
@@ -32,8 +35,8 @@ start() {
   for k in 0 1 2 3; do
     local role=(--join "127.0.0.1:$port" --rank-hint "$k")
     [[ $k == 0 ]] && role=(--is-seed --listen "127.0.0.1:$port" --nodes 4)
-    local extra=()
-    [[ $k == 2 ]] && extra=("$@")
+    local extra=("${all_nodes[@]}")
+    [[ $k == 2 ]] && extra+=("$@")
     local resume=()
     [[ $name == *again* ]] && resume=(--resume "$work/ck-$k")
     "$degnn" node --partitions "$work/parts" --pipeline decentralized --layers 3 \
@@ -49,17 +52,35 @@ final_test() { grep -o 'test [0-9][0-9.]*' "$1" | tail -1 | cut -d' ' -f2; }
 last_epoch() { grep -o '^epoch *[0-9]*' "$1" | tail -1 | tr -dc 0-9; }
 left() { pgrep -f "$work/parts" | wc -l; }
 
-row() {  # scenario detected restarted redone accuracy lost left
-  printf '%-12s %10s %10s %6s %9s %5s %5s\n' "$@"
-  printf '{"scenario":"%s","detected_s":"%s","training_again_s":"%s","steps_redone":"%s","test_acc":"%s","commits_lost":"%s","processes_left":"%s"}\n' "$@" >>"$work/json"
+row() {  # scenario detected restarted redone accuracy lost left refused
+  printf '%-12s %10s %10s %6s %9s %5s %5s %8s\n' "$@"
+  printf '{"scenario":"%s","detected_s":"%s","training_again_s":"%s","steps_redone":"%s","test_acc":"%s","commits_lost":"%s","processes_left":"%s","refused":"%s"}\n' "$@" >>"$work/json"
 }
-printf '%-12s %10s %10s %6s %9s %5s %5s\n' scenario detected restarted redone test_acc lost left
+refused() { grep -o '"rejected":[0-9]*' "$1" | tail -1 | cut -d: -f2; }
+printf '%-12s %10s %10s %6s %9s %5s %5s %8s\n' scenario detected restarted redone test_acc lost left refused
 
 rm -rf "$work"/ck-*
 start none "$epochs"
 wait_all
 ref=$(final_test "$work/none-0.log")
-row none - - 0 "$ref" 0 "$(left)"
+row none - - 0 "$ref" 0 "$(left)" "$(refused "$work/none-0.log")"
+
+# Damaged and duplicated messages are refused where they arrive (a damaged one is sent again):
+# nothing stops, and the result must be the fault-free run's.
+for scenario in corrupt-1% dup-5%; do
+  rm -rf "$work"/ck-*
+  if [[ $scenario == corrupt-1% ]]; then
+    all_nodes=(--faults-corrupt 0.01 --faults-seed 7)
+  else
+    all_nodes=(--faults-duplicate 0.05 --faults-seed 7)
+  fi
+  start "$scenario" "$epochs"
+  wait_all
+  all_nodes=()
+  row "$scenario" - - 0 "$(final_test "$work/$scenario-0.log")" 0 "$(left)" \
+    "$(refused "$work/$scenario-0.log")"
+  grep -h "faults injected" "$work/$scenario"-*.log >&2
+done
 
 for scenario in kill-node0 crash-node2; do
   rm -rf "$work"/ck-*
@@ -91,6 +112,7 @@ for scenario in kill-node0 crash-node2; do
   newest=$(grep -h '^next_step' "$work"/ck-*/part-*/COMMIT 2>/dev/null | cut -d' ' -f2 | sort -n | tail -1)
   row "$scenario" "$(printf %.2f "$(echo "$t_detected - $t_fault" | bc)")" \
     "$(printf %.2f "$(echo "$t_training - $t_detected" | bc)")" "$redone" "$acc" \
-    "$([[ $newest -ge $committed ]] && echo 0 || echo 1)" "$(left)"
+    "$([[ $newest -ge $committed ]] && echo 0 || echo 1)" "$(left)" \
+    "$(refused "$work/$scenario-again-0.log")"
 done
 cat "$work/json"
