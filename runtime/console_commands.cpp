@@ -18,9 +18,36 @@ const std::vector<std::pair<std::string, std::string>>& console_command_list() {
       {"pause", "stop training at the next step boundary (heartbeats go on)"},
       {"resume", "go on training after pause"},
       {"checkpoint", "a coordinated checkpoint at the next step boundary (needs --checkpoint-dir)"},
+      {"faults", "whether fault commands are allowed, node 0's fault policy and what it injected"},
+      {"kill",
+       "kill RANK [--signal KILL|STOP]: a test run's fault, refused unless every node "
+       "was started with --allow-faults"},
       {"help", "this list (help CMD: one command)"},
   };
   return list;
+}
+
+std::optional<kill_order> parse_kill(const std::string& command, std::string& error) {
+  std::istringstream in(command);
+  std::string word, rank, flag, signal, extra;
+  in >> word >> rank >> flag >> signal >> extra;
+  const std::string usage = "usage: kill RANK [--signal KILL|STOP]";
+  kill_order k;
+  try {
+    std::size_t used = 0;
+    k.rank = std::stoi(rank, &used);
+    if (used != rank.size() || k.rank < 0) throw std::invalid_argument(rank);
+  } catch (const std::exception&) {
+    error = "'" + rank + "' is not a rank; " + usage;
+    return std::nullopt;
+  }
+  if (!flag.empty() &&
+      (flag != "--signal" || (signal != "KILL" && signal != "STOP") || !extra.empty())) {
+    error = usage;
+    return std::nullopt;
+  }
+  k.stop = signal == "STOP";
+  return k;
 }
 
 console_answer answer_console(status_board& board, const std::string& command) {
@@ -36,7 +63,13 @@ console_answer answer_console(status_board& board, const std::string& command) {
     if (j.empty()) return {false, "no command '" + arg + "' (try help)"};
     return {true, j.dump()};
   }
+  if (word == "kill") {
+    std::string error;
+    if (!parse_kill(command, error)) return {false, error};
+    return {false, "kill is carried out by node 0's node actor"};
+  }
   if (!arg.empty()) return {false, "'" + word + "' takes no argument"};
+  if (word == "faults") return {true, board.faults_json()};
   if (word == "metrics") return {true, board.prometheus()};
   if (word == "pause" || word == "resume") {
     const bool pause = word == "pause";

@@ -4,6 +4,7 @@
 // command gets an error, and the console goes on.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,5 +22,13 @@ struct console_answer {
 const std::vector<std::pair<std::string, std::string>>& console_command_list();
 
 console_answer answer_console(status_board& board, const std::string& command);
+
+/// `kill RANK [--signal KILL|STOP]`: which node, and SIGSTOP (true) or SIGKILL.
+struct kill_order {
+  int rank = 0;
+  bool stop = false;
+};
+/// The order a kill command gives; nothing (and the error) when it is malformed.
+std::optional<kill_order> parse_kill(const std::string& command, std::string& error);
 
 }  // namespace degnn

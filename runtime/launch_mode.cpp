@@ -43,6 +43,8 @@ std::vector<option_spec> node_option_specs() {
                    "node 0: serve GET /status (JSON) and /metrics (Prometheus) on ADDR:PORT "
                    "(loopback unless --insecure)"});
   specs.push_back({"heartbeat-ms", "500", "milliseconds between heartbeats on each connection"});
+  specs.push_back({"allow-faults", "false",
+                   "test runs: the console may kill or stop nodes (every node must say so)", true});
   specs.push_back({"crash-after-step", "",
                    "fault injection: this node kills itself (SIGKILL) when a step after global "
                    "step N reaches it, as a crash at that point would"});

@@ -2,6 +2,10 @@
 // -> serving (after serve: greetings, workers, view) -> viewed (after view: ready, bye).
 #include "runtime/node_actor.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <set>
@@ -47,8 +51,9 @@ struct node_state {
   std::string local_key;                          ///< see spawn_node_actor
   std::optional<console_role> console;            ///< node 0
   std::string fetching;
-  bool farewell = false;  ///< node 0 said bye: its going away is the end of the run  ///< "12.0
-                          ///< of 96.3 MB" while this node downloads its partitions
+  bool allow_faults = false;  ///< --allow-faults: the console may kill or stop this node
+  bool farewell = false;      ///< node 0 said bye: its going away is the end of the run  ///< "12.0
+                              ///< of 96.3 MB" while this node downloads its partitions
 
   std::string me() const {
     return role ? "node " + std::to_string(role->rank) : std::string(seed ? "the seed" : "node");
@@ -165,6 +170,44 @@ caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<ch
   return rp;
 }
 
+// `kill RANK [--signal KILL|STOP]` from the console: a test run's fault, carried out by the node
+// actor of that rank (which refuses unless it too was started with --allow-faults).
+console_answer kill_from_console(node_pointer self, const std::string& command,
+                                 const std::string& who) {
+  auto& st = self->state;
+  std::string error;
+  const auto k = parse_kill(command, error);
+  if (!k) return {false, error};
+  if (!st.console->board->fault_commands_allowed())
+    return {false, "fault commands are refused: the cluster was started without --allow-faults"};
+  if (!st.role || k->rank >= st.role->nodes)
+    return {false, "no rank " + std::to_string(k->rank) + " in this cluster of " +
+                       std::to_string(st.role ? st.role->nodes : 0) + " nodes"};
+  const std::int32_t signal = k->stop ? SIGSTOP : SIGKILL;
+  const std::string name = k->stop ? "STOP" : "KILL";
+  if (k->rank == st.role->rank) {
+    self->delayed_send(self, std::chrono::milliseconds(100), kill_now_atom_v, st.local_key, signal);
+  } else {
+    const auto it = st.greeted.find(k->rank);
+    if (it == st.greeted.end() || !it->second.node)
+      return {false, "rank " + std::to_string(k->rank) + " is not connected to node 0"};
+    const int rank = k->rank;
+    self->request(caf::actor_cast<node_actor>(it->second.node), std::chrono::seconds(10),
+                  kill_atom_v, st.role->view_secret, signal)
+        .then([](bool) {},
+              [self, rank](caf::error& e) {
+                if (self->state.log)
+                  self->state.log("console: kill of node " + std::to_string(rank) +
+                                  " refused: " + self->system().render(e));
+              });
+  }
+  if (st.log)
+    st.log("console: '" + command + "' from " + who + " (view " +
+           std::to_string(st.console->board->view_id()) + "): SIG" + name + " to node " +
+           std::to_string(k->rank));
+  return {true, nlohmann::json{{"kill", k->rank}, {"signal", name}}.dump(), true};
+}
+
 // An operator's console command: with TLS only with a fresh proof over an operator certificate.
 std::vector<char> answer_operator(node_pointer self, const std::vector<char>& b) {
   auto& st = self->state;
@@ -189,11 +232,15 @@ std::vector<char> answer_operator(node_pointer self, const std::vector<char>& b)
     if (who.rfind("operator-", 0) != 0)
       return reply(false, "'" + who + "' is not an operator certificate (degnn certs --operators)");
   }
+  const std::string who =
+      st.console->tls ? operator_name : "an operator at " + sender_name(self->current_sender());
+  if (r.command.rfind("kill", 0) == 0 && (r.command.size() == 4 || r.command[4] == ' ')) {
+    const console_answer a = kill_from_console(self, r.command, who);
+    return reply(a.ok, a.text);
+  }
   const console_answer a = answer_console(*st.console->board, r.command);
   // Every command that changes the run is logged with the view and who gave it.
   if (a.ok && a.changes && st.log) {
-    const std::string who =
-        st.console->tls ? operator_name : "an operator at " + sender_name(self->current_sender());
     st.log("console: '" + r.command + "' from " + who + " (view " +
            std::to_string(st.console->board->view_id()) + ")");
   }
@@ -204,8 +251,9 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
                                         std::vector<std::string> identity,
                                         std::optional<seed_role> seed,
                                         std::function<void(const std::string&)> log,
-                                        std::string local_key,
-                                        std::optional<console_role> console) {
+                                        std::string local_key, std::optional<console_role> console,
+                                        bool allow_faults) {
+  self->state.allow_faults = allow_faults;
   self->state.local_key = std::move(local_key);
   self->state.console = std::move(console);
   self->state.ctx = ctx;
@@ -403,6 +451,29 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         st.farewell = true;
         return true;
       },
+      [self](kill_atom, const std::string& secret, std::int32_t signal) -> caf::result<bool> {
+        auto& st = self->state;
+        if (signal != SIGKILL && signal != SIGSTOP)
+          return actor_error(actor_errc::rejected, "a fault kill is SIGKILL or SIGSTOP");
+        const auto sender = self->current_sender();
+        const bool from_node0 = sender && !st.node0.empty() && sender->node() == st.node0.front() &&
+                                st.role && secret == st.role->view_secret;
+        if (!from_node0) return actor_error(actor_errc::rejected, "kill is taken from node 0 only");
+        if (!st.allow_faults)
+          return actor_error(actor_errc::rejected, st.me() + " was started without --allow-faults");
+        // The answer first: a stopped or killed process answers nothing.
+        self->delayed_send(self, std::chrono::milliseconds(50), kill_now_atom_v, st.local_key,
+                           signal);
+        return true;
+      },
+      [self](kill_now_atom, const std::string& key, std::int32_t signal) {
+        auto& st = self->state;
+        if (!from_this_process(self, key) || (signal != SIGKILL && signal != SIGSTOP)) return;
+        std::fprintf(stderr, "%s: %s by the console (a test run's fault)\n", st.me().c_str(),
+                     signal == SIGKILL ? "killed with SIGKILL" : "stopped with SIGSTOP");
+        std::fflush(stderr);
+        ::raise(signal);
+      },
       [self](farewell_atom, const std::string& key) -> caf::result<bool> {
         if (!from_this_process(self, key))
           return actor_error(actor_errc::rejected, "asked outside this node's process");
@@ -416,9 +487,9 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
 node_actor spawn_node_actor(caf::actor_system& sys, const wire::context& ctx,
                             std::vector<std::string> identity, std::optional<seed_role> seed,
                             std::function<void(const std::string&)> log, std::string local_key,
-                            std::optional<console_role> console) {
+                            std::optional<console_role> console, bool allow_faults) {
   return sys.spawn(node_behavior, ctx, std::move(identity), std::move(seed), std::move(log),
-                   std::move(local_key), std::move(console));
+                   std::move(local_key), std::move(console), allow_faults);
 }
 
 void add_runtime_types(caf::actor_system_config& cfg) {

@@ -77,6 +77,8 @@ CAF_ADD_ATOM(degnn_runtime, degnn, chunk_atom, "chunk")
 CAF_ADD_ATOM(degnn_runtime, degnn, fetching_atom, "fetching")
 CAF_ADD_ATOM(degnn_runtime, degnn, console_atom, "console")
 CAF_ADD_ATOM(degnn_runtime, degnn, farewell_atom, "farewell")
+CAF_ADD_ATOM(degnn_runtime, degnn, kill_atom, "faultkill")
+CAF_ADD_ATOM(degnn_runtime, degnn, kill_now_atom, "killnow")
 CAF_END_TYPE_ID_BLOCK(degnn_runtime)
 
 namespace degnn {
@@ -101,7 +103,10 @@ namespace degnn {
 /// (every partition's workers
 /// -> the training-set size of each partition this node serves, once this node has its view and
 /// each remote actor answered a report; not_ready before), bye (-> true: node 0 going away is now
-/// the end of the run), farewell (-> whether node 0 said bye; this process only).
+/// the end of the run), farewell (-> whether node 0 said bye; this process only), faultkill
+/// (view secret, SIGKILL or SIGSTOP -> true, then the signal: a test run's fault from node 0's
+/// console, refused unless this node was started with --allow-faults), killnow (the signal,
+/// now; this process only).
 using node_actor =
     caf::typed_actor<caf::replies_to<manifest_atom>::with<std::vector<char>>,
                      caf::replies_to<chunk_atom, std::vector<char>>::with<std::vector<char>>,
@@ -118,7 +123,9 @@ using node_actor =
                      caf::replies_to<view_atom, peer_view, std::string>::with<bool>,
                      caf::replies_to<ready_atom, peer_view>::with<std::vector<std::int64_t>>,
                      caf::replies_to<bye_atom, std::string>::with<bool>,
-                     caf::replies_to<farewell_atom, std::string>::with<bool>>;
+                     caf::replies_to<farewell_atom, std::string>::with<bool>,
+                     caf::replies_to<kill_atom, std::string, std::int32_t>::with<bool>,
+                     caf::reacts_to<kill_now_atom, std::string, std::int32_t>>;
 
 /// The seed's part: its rendezvous, and how long it waits for more nodes once MIN joined.
 struct seed_role {
@@ -145,7 +152,8 @@ struct console_role {
 node_actor spawn_node_actor(caf::actor_system& sys, const wire::context& ctx,
                             std::vector<std::string> identity, std::optional<seed_role> seed,
                             std::function<void(const std::string&)> log, std::string local_key,
-                            std::optional<console_role> console = std::nullopt);
+                            std::optional<console_role> console = std::nullopt,
+                            bool allow_faults = false);
 
 /// Registers the runtime's message types (after add_actor_types).
 void add_runtime_types(caf::actor_system_config& cfg);

@@ -141,6 +141,8 @@ int run_node(int argc, char** argv) {
     start = load_cluster_start(s, rc, ws.run_id, meta.num_parts);
   ws.start = start.state;
   add_resume_identity(identity, s, mode.kind == launch_mode::static_peers, start);
+  const bool allow_faults = opts.flag("allow-faults");
+  identity.lines.push_back(std::string("fault_commands=") + (allow_faults ? "allowed" : "refused"));
   const bool coordinates =
       mode.kind == launch_mode::seed || (mode.kind == launch_mode::static_peers && mode.id == 0);
   // Node 0 opens its metrics file now: a bad path is refused before the cluster forms.
@@ -153,6 +155,7 @@ int run_node(int argc, char** argv) {
     board = std::make_shared<status_board>(meta.dataset_name, s.pipeline, s.epochs);
     report->observe([board](const epoch_record& r) { board->on_epoch(r); });
     board->enable_checkpoints(!s.checkpoint_dir.empty());
+    board->set_faults(ws.faults, ws.fault_counts, allow_faults);
   }
   std::optional<http_endpoint> http;
   if (opts.given("http")) {
@@ -197,7 +200,8 @@ int run_node(int argc, char** argv) {
         std::fprintf(stderr, "%s: %s\n", prefix.c_str(), line.c_str());
       },
       local_key,
-      coordinates ? std::optional<console_role>(console_role{board, mode.tls}) : std::nullopt);
+      coordinates ? std::optional<console_role>(console_role{board, mode.tls}) : std::nullopt,
+      allow_faults);
   caf::scoped_actor self{sys};
   // Whatever ends this function, the local actors stop first: the actor system's destructor waits
   // for every actor, so an error that skipped this would hang the process.

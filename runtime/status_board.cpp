@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/process_stats.hpp"
+#include "serialization/wire.hpp"
 
 namespace degnn {
 
@@ -198,6 +199,45 @@ std::string status_board::prometheus() const {
   out += "# HELP degnn_phase The run's phase (value 1).\n# TYPE degnn_phase gauge\n";
   out += "degnn_phase{phase=\"" + label(phase_) + "\"} 1\n";
   return out;
+}
+
+void status_board::set_faults(std::shared_ptr<const fault_policy> policy,
+                              std::shared_ptr<const fault_counters> counts, bool commands_allowed) {
+  std::lock_guard lock(mu_);
+  faults_ = std::move(policy);
+  fault_counts_ = std::move(counts);
+  fault_commands_ = commands_allowed;
+}
+
+bool status_board::fault_commands_allowed() const {
+  std::lock_guard lock(mu_);
+  return fault_commands_;
+}
+
+std::string status_board::faults_json() const {
+  std::lock_guard lock(mu_);
+  nlohmann::json j{{"fault_commands", fault_commands_ ? "allowed (--allow-faults)" : "refused"}};
+  if (!faults_) {
+    j["policy_on_node0"] = nullptr;
+  } else {
+    nlohmann::json links = nlohmann::json::array();
+    for (const auto& [from, to] : faults_->links)
+      links.push_back(std::to_string(from) + "-" + std::to_string(to));
+    nlohmann::json kinds = nlohmann::json::array();
+    for (size_t k = 0; k < faults_->kinds.size(); ++k)
+      if (faults_->kinds[k]) kinds.push_back(wire::kind_name(static_cast<wire::kind>(k)));
+    j["policy_on_node0"] = {{"seed", faults_->seed},
+                            {"corrupt", faults_->corrupt},
+                            {"duplicate", faults_->duplicate},
+                            {"kinds", kinds.empty() ? nlohmann::json("all") : kinds},
+                            {"links", links.empty() ? nlohmann::json("all") : links}};
+  }
+  if (fault_counts_) {
+    j["injected_on_node0"] = {{"damaged", fault_counts_->corrupted.load()},
+                              {"sent_again", fault_counts_->retried.load()},
+                              {"duplicated", fault_counts_->duplicated.load()}};
+  }
+  return j.dump();
 }
 
 }  // namespace degnn

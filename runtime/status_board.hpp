@@ -6,9 +6,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 
+#include "actors/link_faults.hpp"
 #include "runtime/training_report.hpp"
 #include "serialization/wire_membership.hpp"
 
@@ -38,6 +40,16 @@ class status_board {
   bool between_steps(const std::function<void()>& check);
   std::uint64_t view_id() const;
 
+  // -- fault injection (test runs) --
+
+  /// Node 0's fault policy (null: none), its counters, and whether the console's fault commands
+  /// (kill) are allowed: the cluster was started with --allow-faults.
+  void set_faults(std::shared_ptr<const fault_policy> policy,
+                  std::shared_ptr<const fault_counters> counts, bool commands_allowed);
+  bool fault_commands_allowed() const;
+  /// The `faults` command's answer: what is allowed, node 0's policy and what it injected.
+  std::string faults_json() const;
+
   /// The whole board as one JSON object (GET /status).
   std::string status_json() const;
   /// Prometheus text exposition format 0.0.4 (GET /metrics).
@@ -56,6 +68,9 @@ class status_board {
   double epoch_loss_ = 0, train_acc_ = 0, valid_acc_ = -1, test_acc_ = -1, epoch_s_ = 0;
   double started_ = 0;  ///< steady-clock seconds at the first step
   double last_step_at_ = 0;
+  std::shared_ptr<const fault_policy> faults_;
+  std::shared_ptr<const fault_counters> fault_counts_;
+  bool fault_commands_ = false;
 };
 
 }  // namespace degnn

@@ -75,7 +75,8 @@ temp_dir* Console::dir_ = nullptr;
 TEST_F(Console, EachCommandAnswersAndAMalformedOneGetsAnErrorWhileTheConsoleGoesOn) {
   const std::string node0 = start_cluster("plain", {}, {});
   for (const auto& [name, help] : console_command_list()) {
-    if (name == "pause" || name == "resume" || name == "checkpoint") continue;  // below
+    if (name == "pause" || name == "resume" || name == "checkpoint" || name == "kill")
+      continue;  // below
     const auto [rc, out] = console({node0, "-c", name, "--json"});
     ASSERT_EQ(rc, 0) << name << ": " << out;
     if (name == "metrics") {
@@ -95,7 +96,14 @@ TEST_F(Console, EachCommandAnswersAndAMalformedOneGetsAnErrorWhileTheConsoleGoes
     if (name == "view") {
       EXPECT_EQ(j["id"], 1);
     }
+    if (name == "faults") {
+      EXPECT_EQ(j["fault_commands"], "refused");
+      EXPECT_TRUE(j["policy_on_node0"].is_null());
+    }
   }
+  const auto [kill_rc, kill] = console({node0, "-c", "kill 1"});
+  EXPECT_EQ(kill_rc, 1);
+  EXPECT_TRUE(contains(kill, "started without --allow-faults")) << kill;
   const auto [off_rc, off] = console({node0, "-c", "checkpoint"});
   EXPECT_EQ(off_rc, 1);
   EXPECT_TRUE(contains(off, "checkpoints are off")) << off;
@@ -229,4 +237,60 @@ TEST_F(Console, InATerminalCompletesEditsAndRecallsHistory) {
   EXPECT_FALSE(contains(s, "unknown command")) << s;
   tmux("send-keys -t console quit Enter");
   EXPECT_EQ(nodes_[0]->wait(10ms), -1) << read_file(log("tmux0"));
+}
+
+// Fault commands (a test run): with --allow-faults on every node, `kill 1 --signal STOP` stops
+// node 1's process (SIGCONT lets it train on) and `kill 1` kills it, after which node 0 stops
+// naming the lost partition; both are logged on node 0. A malformed kill gets the usage.
+TEST_F(Console, KillStopsOrKillsANodeWhenTheClusterAllowsFaults) {
+  const std::string node0 =
+      start_cluster("faults", {"--allow-faults", "--faults-duplicate", "0.01"}, {"--allow-faults"});
+  const auto [frc, faults] = console({node0, "-c", "faults", "--json"});
+  ASSERT_EQ(frc, 0) << faults;
+  const auto j = nlohmann::json::parse(faults, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << faults;
+  EXPECT_EQ(j["fault_commands"], "allowed (--allow-faults)");
+  EXPECT_EQ(j["policy_on_node0"]["duplicate"], 0.01);
+  const auto [brc, bad] = console({node0, "-c", "kill one"});
+  EXPECT_EQ(brc, 1);
+  EXPECT_TRUE(contains(bad, "usage: kill RANK [--signal KILL|STOP]")) << bad;
+
+  auto state_of = [](pid_t pid) {
+    const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    const auto paren = stat.rfind(')');
+    return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
+  };
+  const pid_t pid1 = nodes_[1]->pid();
+  const auto [src, stop] = console({node0, "-c", "kill 1 --signal STOP"});
+  ASSERT_EQ(src, 0) << stop;
+  bool stopped = false;
+  for (int i = 0; i < 100 && !stopped; ++i) {
+    stopped = state_of(pid1) == 'T';
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(stopped) << read_file(log("faults1"));
+  nodes_[1]->signal(SIGCONT);
+  EXPECT_TRUE(contains(read_file(log("faults1")), "stopped with SIGSTOP by the console"));
+  const std::string before = read_file(log("faults0"));
+  const auto epochs_in = [](const std::string& text) {
+    std::size_t n = 0;
+    for (auto at = text.find("\nepoch"); at != std::string::npos; at = text.find("\nepoch", at + 1))
+      ++n;
+    return n;
+  };
+  // It trains on after SIGCONT.
+  bool more = false;
+  for (int i = 0; i < 200 && !more; ++i) {
+    more = epochs_in(read_file(log("faults0"))) > epochs_in(before) + 1;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(more) << read_file(log("faults0"));
+
+  const auto [krc, killed] = console({node0, "-c", "kill 1"});
+  ASSERT_EQ(krc, 0) << killed;
+  EXPECT_EQ(nodes_[1]->wait(20s), 137) << read_file(log("faults1"));
+  EXPECT_EQ(nodes_[0]->wait(30s), 1) << read_file(log("faults0"));
+  const std::string out0 = read_file(log("faults0"));
+  EXPECT_TRUE(contains(out0, "console: 'kill 1' from an operator at")) << out0;
+  EXPECT_TRUE(contains(out0, "partition 1")) << out0;
 }
