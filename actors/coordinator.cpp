@@ -10,6 +10,7 @@
 // status is answered at once in every phase.
 #include "actors/coordinator.hpp"
 
+#include <algorithm>
 #include <memory>
 
 #include "actors/coordinator_internal.hpp"
@@ -219,6 +220,25 @@ coordinator_actor::behavior_type coordinator_behavior(
           if (keep_spans) self->state.stages.keep_spans();
           rp.deliver(true);
           command_done(self);
+        });
+      },
+      [self](settings_atom, std::int32_t staleness) {
+        return enqueue<bool>(self, [=](auto rp, fail_fn fail) mutable {
+          finish_steps(
+              self,
+              [=]() mutable {
+                auto& st = self->state;
+                wire::control c{.h = {0, 0}, .what = wire::control_kind::settings};
+                c.counts = {static_cast<std::uint64_t>(std::max(staleness, 0))};
+                all(
+                    self, st.shards, settings_atom_v, control_messages(st, c), "settings",
+                    [=](std::vector<wire_message>&) mutable {
+                      rp.deliver(true);
+                      command_done(self);
+                    },
+                    fail);
+              },
+              fail);
         });
       },
       [self](status_atom) {

@@ -131,7 +131,8 @@ namespace degnn {
 /// phase of a step still in flight -> true), inithist (layers, step -> true), evaluate (layers,
 /// step -> eval_result), params (step -> replica_parameters), report (-> cluster_report), trace
 /// (-> Chrome trace JSON), configure (pipelined, keep spans -> true), save (next step, wait ->
-/// next step: a coordinated checkpoint), status (-> at once).
+/// next step: a coordinated checkpoint), status (-> at once), settings (staleness -> true: every
+/// shard takes it at the step boundary, a step in flight finished first).
 using coordinator_actor =
     caf::typed_actor<caf::replies_to<run_step_atom, std::uint32_t, std::uint64_t, std::uint64_t,
                                      bool>::with<step_result>,
@@ -143,7 +144,8 @@ using coordinator_actor =
                      caf::replies_to<trace_atom>::with<std::string>,
                      caf::replies_to<configure_atom, bool, bool>::with<bool>,
                      caf::replies_to<save_atom, std::uint64_t, bool>::with<std::uint64_t>,
-                     caf::replies_to<status_atom>::with<coordinator_status>>;
+                     caf::replies_to<status_atom>::with<coordinator_status>,
+                     caf::replies_to<settings_atom, std::int32_t>::with<bool>>;
 
 /// Spawns the coordinator of the cluster whose partition p has batchers[p], shards[p] and
 /// stores[p]. timeout bounds every request it makes.
@@ -195,6 +197,10 @@ class coordinator {
   /// commit record. wait: return after the commit; otherwise at once (steps go on while the files
   /// are written; a failure fails the next command). Throws when the checkpoint fails.
   void checkpoint(std::uint64_t next_step, bool wait);
+
+  /// Decentralized: every shard uses halo rows confirmed within `staleness` steps from the next
+  /// step on (a step in flight is finished first).
+  void set_staleness(int staleness);
 
   /// Every replica's parameters (to check they agree, or to checkpoint).
   std::vector<std::vector<float>> parameters(std::uint64_t global_step);

@@ -112,6 +112,10 @@ void coordinator::checkpoint(std::uint64_t next_step, bool wait) {
   ask<std::uint64_t>(8, save_atom_v, next_step, wait);
 }
 
+void coordinator::set_staleness(int staleness) {
+  ask<bool>(4, settings_atom_v, static_cast<std::int32_t>(staleness));
+}
+
 cluster_traffic coordinator::traffic() {
   return ask<cluster_report>(3, report_atom_v).traffic();
 }

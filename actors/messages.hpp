@@ -125,6 +125,7 @@ CAF_ADD_ATOM(degnn, degnn, gradient_atom, "gradient")
 CAF_ADD_ATOM(degnn, degnn, apply_atom, "apply")
 CAF_ADD_ATOM(degnn, degnn, params_atom, "params")
 CAF_ADD_ATOM(degnn, degnn, save_atom, "save")
+CAF_ADD_ATOM(degnn, degnn, settings_atom, "settings")
 // -- every actor --
 CAF_ADD_ATOM(degnn, degnn, report_atom, "report")
 CAF_ADD_ATOM(degnn, degnn, trace_atom, "trace")
@@ -146,13 +147,15 @@ using wire_call = typename caf::replies_to<Atom, wire_message>::template with<wi
 ///   gradient (control: back-propagate the step's pushes, commit its history -> allreduce_chunk),
 ///   inithist, refresh (control -> control): the decentralized pipeline;
 ///   apply (averaged allreduce_chunk -> control), params (control -> allreduce_chunk);
-///   report (control -> traffic, work and stage counters), trace (control -> Chrome events).
+///   report (control -> traffic, work and stage counters), trace (control -> Chrome events),
+///   settings (control settings, counts = [staleness] -> control: between steps).
 using shard_actor =
     caf::typed_actor<wire_call<sample_atom>, wire_call<feature_atom>, wire_call<halo_atom>,
                      wire_call<eval_atom>, wire_call<push_atom>, wire_call<grad_ret_atom>,
                      wire_call<gradient_atom>, wire_call<init_hist_atom>, wire_call<refresh_atom>,
                      wire_call<apply_atom>, wire_call<params_atom>, wire_call<report_atom>,
-                     wire_call<trace_atom>, caf::reacts_to<view_atom, peer_view>>;
+                     wire_call<trace_atom>, wire_call<settings_atom>,
+                     caf::reacts_to<view_atom, peer_view>>;
 
 /// One per partition, beside its shard: the quantized historical embeddings of its owned nodes.
 ///   get (embedding_get -> embedding_rows, rows newer than the asker holds), put (a history_commit

@@ -192,6 +192,21 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
         return guarded(wire::kind::control, m,
                        [&]() -> caf::result<wire_message> { return parameters(self->state, m); });
       },
+      [self, with_peers, control](settings_atom, const wire_message& m) {
+        return with_peers(wire::kind::control, m, [&]() -> caf::result<wire_message> {
+          auto& st = self->state;
+          const auto c = control(m);
+          // Staleness 0 would ask every halo row again each step; more than a million steps
+          // is no bound at all.
+          if (c.what != wire::control_kind::settings || c.counts.size() != 1 || c.counts[0] < 1 ||
+              c.counts[0] > 1'000'000)
+            throw wire::wire_error("settings carry one staleness in [1, 1000000]");
+          st.settings.staleness = static_cast<int>(c.counts[0]);
+          auto reply = result_message(st, c.h.step);
+          count(st, kCoordinatorPart, reply);
+          return reply;
+        });
+      },
       [self, guarded](report_atom, const wire_message& m) {
         // Counters only, and asked of every node's actors before they all have their view.
         return guarded(

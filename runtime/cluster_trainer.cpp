@@ -103,7 +103,13 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
       if (on_step) on_step(step, r.seeds ? r.loss_sum / static_cast<double>(r.seeds) : 0.0);
       report.batch_progress(rec.epoch, i + 1, steps, rec.seeds ? loss_sum / rec.seeds : 0,
                             rec.seeds / std::max(1e-9, epoch_clock.seconds()));
-      const bool asked = between_steps && between_steps();
+      const console_asks asks = between_steps ? between_steps() : console_asks{};
+      if (asks.staleness) {
+        coord.set_staleness(*asks.staleness);
+        std::printf("staleness %d set from the console: from step %llu on\n", *asks.staleness,
+                    static_cast<unsigned long long>(step + 1));
+      }
+      const bool asked = asks.checkpoint;
       if (asked)
         std::printf("checkpoint asked from the console: taken before step %llu\n",
                     static_cast<unsigned long long>(i + 1 < steps ? step + 1 : (epoch + 1) * nb));
@@ -145,6 +151,7 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     rec.allreduce_s = wall_s(&coordinator_status::allreduce_us);
     if (decentralized) {
       const compute_counters w = totals.work - totals_before.work;
+      rec.rows_pulled = w.rows_pulled;
       rec.work_json = "{\"nodes\":" + std::to_string(w.nodes) +
                       ",\"edges\":" + std::to_string(w.edges) +
                       ",\"kernel_calls\":" + std::to_string(w.kernel_calls) +

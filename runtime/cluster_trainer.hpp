@@ -9,6 +9,7 @@
 #include "actors/worker_settings.hpp"
 #include "model/dataset.hpp"
 #include "runtime/single_trainer.hpp"
+#include "runtime/status_board.hpp"
 #include "runtime/train_options.hpp"
 #include "runtime/training_report.hpp"
 
@@ -35,9 +36,9 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
 /// global step first_step (a resumed run's; its replicas were restored at spawn). With
 /// s.checkpoint_dir: a coordinated checkpoint at each epoch end (the last one waited for) and
 /// every s.checkpoint_every steps of an epoch.
-/// between_steps (the console's controls): called after every step; may block (a pause); true
-/// asks for a checkpoint before the next step.
-using between_steps_hook = std::function<bool()>;
+/// between_steps (the console's controls): called after every step; may block (a pause); says
+/// whether a checkpoint is asked before the next step and a new staleness from it on.
+using between_steps_hook = std::function<console_asks()>;
 cluster_result drive_training(coordinator& coord, const train_settings& s, const replica_config& rc,
                               std::uint64_t batches_per_epoch, std::uint64_t first_step,
                               training_report& report, const step_hook& on_step,

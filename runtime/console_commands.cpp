@@ -15,9 +15,15 @@ const std::vector<std::pair<std::string, std::string>>& console_command_list() {
       {"progress", "epoch, steps, loss, last validation accuracy, steps per second, ETA"},
       {"status", "all of the above, with the run's phase, traffic and node 0's memory"},
       {"metrics", "the Prometheus text that GET /metrics serves"},
+      {"history",
+       "decentralized: history bits, staleness, rows pulled in the last epoch and per "
+       "step"},
       {"pause", "stop training at the next step boundary (heartbeats go on)"},
       {"resume", "go on training after pause"},
       {"checkpoint", "a coordinated checkpoint at the next step boundary (needs --checkpoint-dir)"},
+      {"set",
+       "set staleness K: decentralized, halo rows confirmed within K steps are reused, from "
+       "the next step boundary (the only setting safe to change between steps)"},
       {"faults", "whether fault commands are allowed, node 0's fault policy and what it injected"},
       {"kill",
        "kill RANK [--signal KILL|STOP]: a test run's fault, refused unless every node "
@@ -63,6 +69,25 @@ console_answer answer_console(status_board& board, const std::string& command) {
     if (j.empty()) return {false, "no command '" + arg + "' (try help)"};
     return {true, j.dump()};
   }
+  if (word == "set") {
+    std::string value, more;
+    std::istringstream rest(command);
+    rest >> word >> arg >> value >> more;
+    if (arg != "staleness" || value.empty() || !more.empty())
+      return {false, "usage: set staleness K (the only setting safe to change between steps)"};
+    int k = 0;
+    try {
+      std::size_t used = 0;
+      k = std::stoi(value, &used);
+      if (used != value.size()) throw std::invalid_argument(value);
+    } catch (const std::exception&) {
+      return {false, "staleness '" + value + "' is not a number"};
+    }
+    if (k < 1 || k > 1'000'000) return {false, "staleness must be in [1, 1000000]"};
+    if (!board.request_staleness(k))
+      return {false, "this run has no history (its pipeline is not decentralized)"};
+    return {true, nlohmann::json{{"staleness", k}, {"at", "the next step boundary"}}.dump(), true};
+  }
   if (word == "kill") {
     std::string error;
     if (!parse_kill(command, error)) return {false, error};
@@ -70,6 +95,7 @@ console_answer answer_console(status_board& board, const std::string& command) {
   }
   if (!arg.empty()) return {false, "'" + word + "' takes no argument"};
   if (word == "faults") return {true, board.faults_json()};
+  if (word == "history") return {true, board.history_json()};
   if (word == "metrics") return {true, board.prometheus()};
   if (word == "pause" || word == "resume") {
     const bool pause = word == "pause";

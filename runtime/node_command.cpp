@@ -156,6 +156,7 @@ int run_node(int argc, char** argv) {
     report->observe([board](const epoch_record& r) { board->on_epoch(r); });
     board->enable_checkpoints(!s.checkpoint_dir.empty());
     board->set_faults(ws.faults, ws.fault_counts, allow_faults);
+    if (s.pipeline == "decentralized") board->set_history(s.history_bits, s.staleness);
   }
   std::optional<http_endpoint> http;
   if (opts.given("http")) {
@@ -469,9 +470,10 @@ int run_node(int argc, char** argv) {
           losses.push_back(loss);
           if (board) board->on_step(step, loss);
         },
-        [&] {
+        [&]() -> console_asks {
+          if (!board) return {};
           // A paused run still notices a failed cluster within a second.
-          return board && board->between_steps([&] {
+          return board->between_steps([&] {
             const coordinator_status st = coord.status();
             if (st.phase() == coordinator_phase::failed) throw std::runtime_error(st.error);
           });

@@ -64,7 +64,7 @@ bool status_board::request_checkpoint() {
   return true;
 }
 
-bool status_board::between_steps(const std::function<void()>& check) {
+console_asks status_board::between_steps(const std::function<void()>& check) {
   std::unique_lock lock(mu_);
   if (paused_) {
     const std::string before = phase_;
@@ -82,7 +82,36 @@ bool status_board::between_steps(const std::function<void()>& check) {
     }
     phase_ = before;
   }
-  return std::exchange(checkpoint_asked_, false);
+  console_asks asks{std::exchange(checkpoint_asked_, false), std::exchange(staleness_asked_, {})};
+  if (asks.staleness) staleness_ = *asks.staleness;
+  return asks;
+}
+
+void status_board::set_history(int bits, int staleness) {
+  std::lock_guard lock(mu_);
+  history_bits_ = bits;
+  staleness_ = staleness;
+}
+
+bool status_board::request_staleness(int k) {
+  std::lock_guard lock(mu_);
+  if (history_bits_ == 0) return false;
+  staleness_asked_ = k;
+  return true;
+}
+
+std::string status_board::history_json() const {
+  std::lock_guard lock(mu_);
+  if (history_bits_ == 0) return nlohmann::json{{"history", "none (not decentralized)"}}.dump();
+  nlohmann::json j{{"bits", history_bits_},
+                   {"staleness", staleness_},
+                   {"rows_pulled_last_epoch", epoch_rows_pulled_},
+                   {"steps_last_epoch", epoch_steps_}};
+  j["rows_pulled_per_step"] =
+      epoch_steps_ ? static_cast<double>(epoch_rows_pulled_) / static_cast<double>(epoch_steps_)
+                   : 0.0;
+  if (staleness_asked_) j["staleness_asked"] = *staleness_asked_;
+  return j.dump();
 }
 
 std::uint64_t status_board::view_id() const {
@@ -120,6 +149,8 @@ void status_board::on_epoch(const epoch_record& r) {
   }
   epoch_s_ = r.epoch_s;
   bytes_ += r.bytes + r.eval_bytes + r.setup_bytes;
+  epoch_rows_pulled_ = r.rows_pulled;
+  epoch_steps_ = r.steps;
 }
 
 std::string status_board::status_json() const {

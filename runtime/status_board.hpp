@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "actors/link_faults.hpp"
@@ -15,6 +16,12 @@
 #include "serialization/wire_membership.hpp"
 
 namespace degnn {
+
+/// What the console asked of the training loop, taken between two steps.
+struct console_asks {
+  bool checkpoint = false;
+  std::optional<int> staleness;  ///< decentralized: the history staleness from the next step on
+};
 
 class status_board {
  public:
@@ -34,10 +41,17 @@ class status_board {
   bool set_paused(bool paused);
   /// Asks for a checkpoint at the next step boundary; false when checkpoints are off.
   bool request_checkpoint();
+  /// Decentralized runs: the history's bits and staleness (the `history` command shows them,
+  /// `set staleness K` changes the staleness).
+  void set_history(int bits, int staleness);
+  /// Asks for staleness k from the next step boundary on; false when the run has no history.
+  bool request_staleness(int k);
+  /// The `history` command's answer: bits, staleness, rows pulled in the last epoch and per step.
+  std::string history_json() const;
   /// The training loop, between steps: waits while paused (the phase reads "paused"), calling
   /// `check` every second meanwhile (it throws when the cluster failed: a pause never hides a
-  /// lost node); then whether a checkpoint was asked (the request is taken).
-  bool between_steps(const std::function<void()>& check);
+  /// lost node); then what was asked meanwhile (the requests are taken).
+  console_asks between_steps(const std::function<void()>& check);
   std::uint64_t view_id() const;
 
   // -- fault injection (test runs) --
@@ -71,6 +85,9 @@ class status_board {
   std::shared_ptr<const fault_policy> faults_;
   std::shared_ptr<const fault_counters> fault_counts_;
   bool fault_commands_ = false;
+  int history_bits_ = 0, staleness_ = 0;  ///< 0: no history (not decentralized)
+  std::optional<int> staleness_asked_;
+  std::uint64_t epoch_rows_pulled_ = 0, epoch_steps_ = 0;
 };
 
 }  // namespace degnn

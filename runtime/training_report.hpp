@@ -26,6 +26,7 @@ struct epoch_record {
   double overlap_s = 0;    ///< clusters: time a step phase and an all-reduce ran at once
   std::string work_json;   ///< decentralized: {"nodes":...,"edges":...} computed this epoch
   std::uint64_t steps = 0, seeds = 0;
+  std::uint64_t rows_pulled = 0;   ///< decentralized: historical rows received from other shards
   std::uint64_t bytes = 0;         ///< sent between nodes during the epoch (training, not eval)
   std::string bytes_by_kind_json;  ///< {"kind":bytes,...}
   std::uint64_t eval_bytes = 0;

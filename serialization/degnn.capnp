@@ -138,6 +138,7 @@ struct Control {
     initHistory @8;
     trace @9;                 # the timeline of stages, as Chrome trace events in `text`
     commit @10;               # checkpoint: every replica confirmed; counts = size, CRC-32
+    settings @11;             # settings safe to change between steps: counts = [staleness]
   }
 }
 

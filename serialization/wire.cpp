@@ -226,7 +226,7 @@ control decode_control(const context& c, std::span<const char> b) {
     control m;
     m.h = read_header(r);
     const auto k = static_cast<std::uint16_t>(r.getKind());
-    if (k > static_cast<std::uint16_t>(control_kind::commit)) {
+    if (k > static_cast<std::uint16_t>(control_kind::settings)) {
       rd.fail("unknown control kind " + std::to_string(k));
     }
     m.what = static_cast<control_kind>(k);

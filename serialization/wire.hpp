@@ -102,6 +102,7 @@ enum class control_kind : std::uint16_t {
   init_history,  ///< decentralized: seed the history from the last evaluation
   trace,         ///< the actor's stage timeline (Chrome trace events in text)
   commit,        ///< a checkpoint every replica confirmed: write its commit record
+  settings,      ///< decentralized: settings changed between steps (counts = [staleness])
 };
 struct control {
   header h;
