@@ -60,10 +60,12 @@ void gather(Self* self, Atom atom, std::vector<wire_request<Handle, Atom>> reque
   p->send = [self, atom, timeout, fail_with](const pending_ptr& p, size_t i, const Handle& to,
                                              int part, wire_message msg, int attempt) {
     link_sender& link = self->state.link;
-    if (attempt == 1) link.number(msg);
+    // Every attempt gets a number of its own: a retry must not carry a number the receiver may
+    // already have left behind its window (a damaged copy's number was never recorded).
+    link.number(msg);
     const auto fate = link.decide(msg, part, attempt);
     std::shared_ptr<wire_message> pristine;
-    if (link.retries()) pristine = std::make_shared<wire_message>(msg);
+    if (fate.corrupt) pristine = std::make_shared<wire_message>(msg);
     if (fate.corrupt) {
       link.damage(msg);
       if (auto* c = link.counts()) ++c->corrupted;

@@ -9,7 +9,8 @@ std::optional<message_guard::refusal> message_guard::admit(const caf::strong_act
   if (!intact(m))
     return refusal{actor_errc::damaged,
                    "a damaged message (its CRC-32 does not match): not read, not applied"};
-  if (m.seq == 0 || !remember) return std::nullopt;  // unnumbered: a message within this node
+  // Unnumbered: a reply, or a command a batch actor passes on to its own shard.
+  if (m.seq == 0 || !remember) return std::nullopt;
   window& w = senders_[caf::actor_cast<caf::actor_addr>(sender)];
   if (m.seq > w.highest) {
     const std::uint64_t shift = m.seq - w.highest;

@@ -1,6 +1,7 @@
 // The receiving side of the message envelope: a request is served only if it arrived as sealed
-// and its sender's number was not seen before, so a damaged, duplicated or replayed message is
-// refused (and counted by the actor) and never applied.
+// and its sender's number was not seen before, so a damaged or duplicated message is refused (and
+// counted by the actor) and never applied. The checksum has no key: against a forger who can
+// reach the port, TLS and the members-only checks protect, not this.
 #pragma once
 
 #include <caf/all.hpp>

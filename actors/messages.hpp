@@ -17,8 +17,8 @@ namespace degnn {
 
 /// One encoded message: its kind (wire::kind) and its Cap'n Proto bytes, with the envelope every
 /// receiver checks before it reads them: the sender's sequence number (0: unnumbered, a reply or a
-/// message within one node) and a CRC-32 of kind, number and bytes. The counted traffic is the
-/// bytes; the envelope's 14 bytes are overhead like CAF's own header.
+/// command a batch actor passes on to its own shard) and a CRC-32 of kind, number and bytes. The
+/// counted traffic is the bytes; the envelope's 14 bytes are overhead like CAF's own header.
 struct wire_message;
 /// The CRC-32 of m's kind, sequence number and bytes.
 std::uint32_t message_crc(const wire_message& m);

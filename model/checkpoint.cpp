@@ -20,7 +20,9 @@ namespace {
 constexpr char kMagic[8] = {'D', 'E', 'G', 'N', 'N', 'C', 'K', 'P'};
 constexpr std::size_t kHeaderSize = 8 + 4 + 4 + 8;
 
-std::uint32_t crc_of(const char* data, std::size_t n) { return crc32_update(0, data, n); }
+std::uint32_t crc_of(const char* data, std::size_t n) {
+  return crc32_update(0, data, n);
+}
 
 struct writer {
   std::string buf;

@@ -2,6 +2,8 @@
 // key once, nothing else).
 #include "model/commit_record.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <fstream>
@@ -68,8 +70,19 @@ void write_commit_record(const fs::path& dir, const commit_record& r) {
   // The record is written: nothing here may throw any more (a leftover file is only garbage).
   std::error_code ec;
   std::vector<std::pair<std::uint64_t, fs::path>> files;
+  // A writer killed mid-write (a crash, kill -9) leaves FILE.tmpPID behind: another process's is
+  // garbage now. This process's own is left alone (cheap to keep, and never half-read).
+  const std::string own_tmp = ".tmp" + std::to_string(::getpid());
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const auto step = step_of_file(it->path().filename().string());
+    const std::string name = it->path().filename().string();
+    const auto tmp = name.find(".bin.tmp");
+    if (name.rfind("ckpt-", 0) == 0 && tmp != std::string::npos &&
+        name.compare(tmp + 4, std::string::npos, own_tmp) != 0) {
+      std::error_code ignored;
+      fs::remove(it->path(), ignored);
+      continue;
+    }
+    const auto step = step_of_file(name);
     if (step && it->path().filename() != r.file) files.emplace_back(*step, it->path());
   }
   std::optional<std::uint64_t> keep;

@@ -115,7 +115,8 @@ std::string cluster_identity::difference(const std::vector<std::string>& theirs,
                      [](const auto& a, const auto& b) {
                        return a.size() != b.size() ? a.size() < b.size() : a < b;
                      }) +
-            ", a step every node holds)";
+            ", whose file every node saved before any wrote its commit; a node that lacks it "
+            "says so, then take the other step)";
       return why;
     }
     other.erase(it);

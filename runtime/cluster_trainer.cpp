@@ -258,6 +258,7 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
   const wire::context ctx{.cluster_id = cluster_id_for(d.name, s.seed)};
   worker_settings ws = make_worker_settings(s);
   ws.run_id = checkpoint_run_id_for(s, d.name, *book);
+  check_fault_links(s.faults.get(), book->num_parts());
   const cluster_start start = load_cluster_start(s, rc, ws.run_id, book->num_parts());
   ws.start = start.state;
 

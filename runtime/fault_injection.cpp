@@ -42,16 +42,20 @@ std::shared_ptr<const fault_policy> read_fault_policy(const option_set& opts) {
       if (!item.empty()) out.push_back(item);
     return out;
   };
+  // The requests workers send each other: replies and the coordinator's commands are not faulted.
+  const wire::kind faultable[] = {wire::kind::sample_request,  wire::kind::feature_request,
+                                  wire::kind::halo_request,    wire::kind::computation_push,
+                                  wire::kind::gradient_return, wire::kind::embedding_get};
   for (const std::string& name : items(opts.str("faults-kinds"))) {
     int found = -1;
-    for (int k = 1; k < wire::kNumKinds; ++k)
-      if (name == wire::kind_name(static_cast<wire::kind>(k))) found = k;
-    if (found < 0) {
-      std::string known;
-      for (int k = 1; k < wire::kNumKinds; ++k)
-        known += std::string(k > 1 ? ", " : "") + wire::kind_name(static_cast<wire::kind>(k));
-      throw config_error("--faults-kinds: no message kind '" + name + "' (known: " + known + ")");
+    std::string known;
+    for (wire::kind k : faultable) {
+      if (name == wire::kind_name(k)) found = static_cast<int>(k);
+      known += std::string(known.empty() ? "" : ", ") + wire::kind_name(k);
     }
+    if (found < 0)
+      throw config_error("--faults-kinds: '" + name +
+                         "' is not a message the fault policy reaches (it reaches: " + known + ")");
     p->kinds.resize(wire::kNumKinds, false);
     p->kinds[static_cast<size_t>(found)] = true;
   }
@@ -73,6 +77,20 @@ std::shared_ptr<const fault_policy> read_fault_policy(const option_set& opts) {
     return nullptr;
   }
   return p;
+}
+
+fault_summary_at_exit::~fault_summary_at_exit() {
+  if (auto line = fault_summary(policy_.get(), *counts_); !line.empty())
+    std::fprintf(stderr, "node: %s\n", line.c_str());
+}
+
+void check_fault_links(const fault_policy* policy, int parts) {
+  if (!policy) return;
+  for (const auto& [from, to] : policy->links)
+    if (from >= parts || to >= parts)
+      throw config_error("--faults-links: " + std::to_string(from) + "-" + std::to_string(to) +
+                         " names a partition this run does not have (it has " +
+                         std::to_string(parts) + ")");
 }
 
 std::string fault_summary(const fault_policy* policy, const fault_counters& counts) {

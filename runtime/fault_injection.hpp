@@ -20,7 +20,25 @@ std::vector<option_spec> fault_option_specs();
 /// The policy the options give; null when they inject nothing. Throws config_error naming the
 /// option for a probability outside [0, 1), an unknown message kind or a malformed link.
 std::shared_ptr<const fault_policy> read_fault_policy(const option_set& opts);
-/// "faults injected on this node's sends: ..." when a policy injected anything, else "".
+/// Says fault_summary on stderr when it goes out of scope, however the run ends: a test run's
+/// faults are never silent.
+class fault_summary_at_exit {
+ public:
+  fault_summary_at_exit(std::shared_ptr<const fault_policy> policy,
+                        std::shared_ptr<const fault_counters> counts)
+      : policy_(std::move(policy)), counts_(std::move(counts)) {}
+  ~fault_summary_at_exit();
+  fault_summary_at_exit(const fault_summary_at_exit&) = delete;
+  fault_summary_at_exit& operator=(const fault_summary_at_exit&) = delete;
+
+ private:
+  std::shared_ptr<const fault_policy> policy_;
+  std::shared_ptr<const fault_counters> counts_;
+};
+
+/// Throws config_error when a --faults-links pair names a partition outside [0, parts).
+void check_fault_links(const fault_policy* policy, int parts);
+/// "faults injected on this process's sends: ..." under a policy (also when it met none), else "".
 std::string fault_summary(const fault_policy* policy, const fault_counters& counts);
 
 /// A step observer (worker_settings::on_step) that kills this process with SIGKILL, as a crash

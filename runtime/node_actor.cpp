@@ -1,6 +1,7 @@
 // The node actor's behaviour. Phases: joining (the seed takes joins; greetings are not_ready)
 // -> serving (after serve: greetings, workers, view) -> viewed (after view: ready, bye).
 #include "runtime/node_actor.hpp"
+#include "runtime/node_state.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -9,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 
 #include "actors/gather.hpp"
 #include "runtime/cluster_identity.hpp"
@@ -20,59 +22,21 @@
 
 namespace degnn {
 
-namespace {
-
-struct pending_join {
-  caf::typed_response_promise<std::vector<char>> reply;
-  caf::actor_addr asker;
-};
-
-struct node_state {
-  static constexpr const char* name = "degnn.node";
-  wire::context ctx;
-  std::vector<std::string> identity;
-  link_sender link;  ///< numbers its report requests (never faulted)
-  std::function<void(const std::string&)> log;
-  // -- the seed --
-  std::optional<seed_role> seed;
-  std::map<std::uint64_t, pending_join> joins;  ///< key: the rendezvous's
-  std::uint64_t next_key = 0;
-  bool last_call_armed = false;
-  std::vector<char> view_bytes;  ///< the encoded view, once formed
-  /// With TLS: the challenge given to each asker, used once (at most 256 outstanding).
-  std::map<caf::actor_addr, std::vector<std::uint8_t>> challenges;
-  std::vector<caf::typed_response_promise<std::vector<char>>> formed_waiters;
-  // -- serving --
-  std::optional<node_role> role;
-  std::vector<caf::node_id> node0;                ///< node 0's CAF node, from the view
-  std::map<std::int32_t, node_greeting> greeted;  ///< peers whose connection to this node is set up
-  std::map<std::int32_t, std::string> refused;    ///< peers whose settings differ, and how
-  bool has_view = false;                          ///< the local workers know every peer
-  std::string local_key;                          ///< see spawn_node_actor
-  std::optional<console_role> console;            ///< node 0
-  std::string fetching;
-  bool allow_faults = false;  ///< --allow-faults: the console may kill or stop this node
-  bool farewell = false;      ///< node 0 said bye: its going away is the end of the run  ///< "12.0
-                              ///< of 96.3 MB" while this node downloads its partitions
-
-  std::string me() const {
-    return role ? "node " + std::to_string(role->rank) : std::string(seed ? "the seed" : "node");
-  }
-};
-
-using node_pointer = node_actor::stateful_pointer<node_state>;
-
-// Why greetings and worker requests wait; "fetching" lets the asker extend its deadline.
-std::string not_serving_yet(const node_state& st) {
-  if (!st.fetching.empty())
-    return st.me() + " is fetching its partitions from the seed (" + st.fetching + ")";
-  return st.me() + " has not spawned its workers yet";
-}
+namespace node_detail {
 
 // Only this process's runtime knows the key (a peer can claim this node's id as its sender).
 bool from_this_process(node_pointer self, const std::string& key) {
   return !self->state.local_key.empty() && key == self->state.local_key &&
          outsider(self->current_sender(), self->node(), {}).empty();
+}
+
+// From node 0: its actors are partition 0's in the view; in a joined cluster it also knows the
+// view's secret.
+bool from_node0(node_pointer self, const std::string& secret) {
+  const auto& st = self->state;
+  const auto sender = self->current_sender();
+  return sender && !st.node0.empty() && sender->node() == st.node0.front() && st.role &&
+         secret == st.role->view_secret;
 }
 
 // A joiner's or an operator's proof over the challenge this node gave the sender (used once):
@@ -89,6 +53,19 @@ std::string check_proof(node_pointer self, const tls_files& tls, const join_proo
   } catch (const std::exception& e) {  // this node's own files: never let them kill the actor
     return std::string("its proof could not be checked: ") + e.what();
   }
+}
+
+}  // namespace node_detail
+
+namespace {
+
+using namespace node_detail;
+
+// Why greetings and worker requests wait; "fetching" lets the asker extend its deadline.
+std::string not_serving_yet(const node_state& st) {
+  if (!st.fetching.empty())
+    return st.me() + " is fetching its partitions from the seed (" + st.fetching + ")";
+  return st.me() + " has not spawned its workers yet";
 }
 
 // The seed forms the cluster: every waiting joiner gets the same view.
@@ -168,83 +145,6 @@ caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<ch
     self->delayed_send(self, st.seed->last_call, last_call_atom_v, st.local_key);
   }
   return rp;
-}
-
-// `kill RANK [--signal KILL|STOP]` from the console: a test run's fault, carried out by the node
-// actor of that rank (which refuses unless it too was started with --allow-faults).
-console_answer kill_from_console(node_pointer self, const std::string& command,
-                                 const std::string& who) {
-  auto& st = self->state;
-  std::string error;
-  const auto k = parse_kill(command, error);
-  if (!k) return {false, error};
-  if (!st.console->board->fault_commands_allowed())
-    return {false, "fault commands are refused: the cluster was started without --allow-faults"};
-  if (!st.role || k->rank >= st.role->nodes)
-    return {false, "no rank " + std::to_string(k->rank) + " in this cluster of " +
-                       std::to_string(st.role ? st.role->nodes : 0) + " nodes"};
-  const std::int32_t signal = k->stop ? SIGSTOP : SIGKILL;
-  const std::string name = k->stop ? "STOP" : "KILL";
-  if (k->rank == st.role->rank) {
-    self->delayed_send(self, std::chrono::milliseconds(100), kill_now_atom_v, st.local_key, signal);
-  } else {
-    const auto it = st.greeted.find(k->rank);
-    if (it == st.greeted.end() || !it->second.node)
-      return {false, "rank " + std::to_string(k->rank) + " is not connected to node 0"};
-    const int rank = k->rank;
-    self->request(caf::actor_cast<node_actor>(it->second.node), std::chrono::seconds(10),
-                  kill_atom_v, st.role->view_secret, signal)
-        .then([](bool) {},
-              [self, rank](caf::error& e) {
-                if (self->state.log)
-                  self->state.log("console: kill of node " + std::to_string(rank) +
-                                  " refused: " + self->system().render(e));
-              });
-  }
-  if (st.log)
-    st.log("console: '" + command + "' from " + who + " (view " +
-           std::to_string(st.console->board->view_id()) + "): SIG" + name + " to node " +
-           std::to_string(k->rank));
-  return {true, nlohmann::json{{"kill", k->rank}, {"signal", name}}.dump(), true};
-}
-
-// An operator's console command: with TLS only with a fresh proof over an operator certificate.
-std::vector<char> answer_operator(node_pointer self, const std::vector<char>& b) {
-  auto& st = self->state;
-  auto reply = [&](bool ok, std::string text) {
-    if (!ok && st.log)
-      st.log("console: refused " + sender_name(self->current_sender()) + ": " + text);
-    return wire::encode(wire::context{}, wire::console_reply{ok, std::move(text)});
-  };
-  if (!st.console) return reply(false, "only node 0 answers the console");
-  wire::console_request r;
-  try {
-    r = wire::decode_console_request(wire::context{.max_bytes = 64 << 10}, b);
-  } catch (const wire::wire_error& e) {
-    return reply(false, e.what());
-  }
-  std::string operator_name;
-  if (st.console->tls) {
-    std::string& who = operator_name;
-    const std::string why =
-        check_proof(self, *st.console->tls, {r.certificate, r.signature, r.token_mac}, who);
-    if (!why.empty()) return reply(false, "the console's " + why);
-    if (who.rfind("operator-", 0) != 0)
-      return reply(false, "'" + who + "' is not an operator certificate (degnn certs --operators)");
-  }
-  const std::string who =
-      st.console->tls ? operator_name : "an operator at " + sender_name(self->current_sender());
-  if (r.command.rfind("kill", 0) == 0 && (r.command.size() == 4 || r.command[4] == ' ')) {
-    const console_answer a = kill_from_console(self, r.command, who);
-    return reply(a.ok, a.text);
-  }
-  const console_answer a = answer_console(*st.console->board, r.command);
-  // Every command that changes the run is logged with the view and who gave it.
-  if (a.ok && a.changes && st.log) {
-    st.log("console: '" + r.command + "' from " + who + " (view " +
-           std::to_string(st.console->board->view_id()) + ")");
-  }
-  return reply(a.ok, a.text);
 }
 
 node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
@@ -438,13 +338,8 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         return rp;
       },
       [self](bye_atom, const std::string& secret) -> caf::result<bool> {
-        // From node 0 (its actors are partition 0's in the view; in a joined cluster it also
-        // knows the view's secret) or this process only.
         auto& st = self->state;
-        const auto sender = self->current_sender();
-        const bool from_node0 = sender && !st.node0.empty() && sender->node() == st.node0.front() &&
-                                st.role && secret == st.role->view_secret;
-        if (!from_node0 && !from_this_process(self, secret))
+        if (!from_node0(self, secret) && !from_this_process(self, secret))
           return actor_error(actor_errc::rejected, "bye is taken from node 0 only");
         // The node ends when node 0 has gone, not now: closing a connection before node 0 said
         // bye to every node could drop node 0's routes to the others (CAF 0.17 with TLS).
@@ -455,10 +350,8 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         auto& st = self->state;
         if (signal != SIGKILL && signal != SIGSTOP)
           return actor_error(actor_errc::rejected, "a fault kill is SIGKILL or SIGSTOP");
-        const auto sender = self->current_sender();
-        const bool from_node0 = sender && !st.node0.empty() && sender->node() == st.node0.front() &&
-                                st.role && secret == st.role->view_secret;
-        if (!from_node0) return actor_error(actor_errc::rejected, "kill is taken from node 0 only");
+        if (!from_node0(self, secret))
+          return actor_error(actor_errc::rejected, "kill is taken from node 0 only");
         if (!st.allow_faults)
           return actor_error(actor_errc::rejected, st.me() + " was started without --allow-faults");
         // The answer first: a stopped or killed process answers nothing.

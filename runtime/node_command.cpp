@@ -106,6 +106,7 @@ int run_node(int argc, char** argv) {
   // must first stop the actors (see `stopper` below).
   const partition_meta meta = load_partition_meta(s.partitions);
   mode.fit_partitions(meta.num_parts);
+  check_fault_links(s.faults.get(), meta.num_parts);
   resolve_batch_size(s, meta.num_parts);
   auto book = std::make_shared<const partition_book>(load_partition_book(s.partitions));
   auto load_part = [&](int p) {
@@ -123,15 +124,7 @@ int run_node(int argc, char** argv) {
   const wire::context ctx{.cluster_id = identity.hash()};
   worker_settings ws = make_worker_settings(s);
   ws.run_id = identity.checkpoint_run_id();
-  // However the run ends, what this node injected is said: a test run's faults are never silent.
-  struct fault_report {
-    const fault_policy* policy;
-    std::shared_ptr<fault_counters> counts;
-    ~fault_report() {
-      if (auto line = fault_summary(policy, *counts); !line.empty())
-        std::fprintf(stderr, "node: %s\n", line.c_str());
-    }
-  } report_faults{ws.faults.get(), ws.fault_counts};
+  const fault_summary_at_exit report_faults{ws.faults, ws.fault_counts};
   if (opts.given("crash-after-step"))
     ws.on_step = crash_after_step(static_cast<std::uint64_t>(opts.integer("crash-after-step", 0)));
   // Resuming: each node reads its own copy of the run's last commit; a joiner learns the step

@@ -83,10 +83,18 @@ TEST(LinkSender, FaultsDependOnSeedLinkAndMessageOnly) {
   }
   EXPECT_NEAR(corrupt / 400.0, 0.3, 0.08);
   EXPECT_NEAR(duplicate / 400.0, 0.3, 0.08);
+  // A message that meets a fault on link 1-2 meets none once the policy names link 0-2 only.
+  wire_message m;
+  for (char c = 0; c < 100; ++c) {
+    m = wire_message{7, {'x', c}};
+    one.number(m);
+    if (one.decide(m, 2, 1).corrupt) break;
+  }
+  ASSERT_TRUE(one.decide(m, 2, 1).corrupt);
   policy->links = {{0, 2}};
-  wire_message m{7, {'x'}};
-  one.number(m);
   EXPECT_FALSE(one.decide(m, 2, 1).corrupt || one.decide(m, 2, 1).duplicate);
+  policy->links = {{1, 2}};
+  EXPECT_TRUE(one.decide(m, 2, 1).corrupt);
 }
 
 }  // namespace

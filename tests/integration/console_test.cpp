@@ -281,7 +281,7 @@ TEST_F(Console, KillStopsOrKillsANodeWhenTheClusterAllowsFaults) {
   };
   // It trains on after SIGCONT.
   bool more = false;
-  for (int i = 0; i < 200 && !more; ++i) {
+  for (int i = 0; i < 1200 && !more; ++i) {
     more = epochs_in(read_file(log("faults0"))) > epochs_in(before) + 1;
     std::this_thread::sleep_for(50ms);
   }

@@ -112,6 +112,8 @@ class NodeLoss : public ::testing::Test {
     commit_record r = c.record;
     r.cluster_id =
         checkpoint_run_id_for(s, d_.name, load_partition_book((dir_.path / "parts").string()));
+    // The same settings and partitions: the in-process cluster's run is the nodes' run.
+    EXPECT_EQ(r.cluster_id, c.record.cluster_id);
     write_commit_record(ref, r);
     s.resume = ref.string();
     std::vector<double> expected;

@@ -74,10 +74,13 @@ TEST(CommitRecord, KeepsItsFileAndThePreviousOne) {
   temp_dir dir;
   for (std::uint64_t step : {10, 20, 30})
     touch(dir.path / checkpoint_file_name(step));
-  touch(dir.path / "ckpt-x.bin");  // not a checkpoint of ours: left alone
+  touch(dir.path / "ckpt-x.bin");        // not a checkpoint of ours: left alone
+  touch(dir.path / "ckpt-40.bin.tmp1");  // a writer killed mid-write (another process)
+  const std::string own = "ckpt-40.bin.tmp" + std::to_string(::getpid());
+  touch(dir.path / own);  // this process's (kept: a writer of this process may be at work)
   write_commit_record(dir.path, record_of(30));
   EXPECT_EQ(names(dir.path),
-            (std::set<std::string>{"COMMIT", "ckpt-20.bin", "ckpt-30.bin", "ckpt-x.bin"}));
+            (std::set<std::string>{"COMMIT", "ckpt-20.bin", "ckpt-30.bin", "ckpt-x.bin", own}));
 }
 
 TEST(CommitRecord, AResumedRunDropsTheAbandonedRunsNewerFiles) {

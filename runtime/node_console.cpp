@@ -1,0 +1,99 @@
+// The operator console at node 0's node actor: a console_request is checked (with TLS, a fresh
+// proof over an operator certificate), answered from the status board, and every command that
+// changes the run is logged with the view and who gave it; `kill` goes to the target's node actor.
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <sstream>
+
+#include "runtime/console_commands.hpp"
+#include "runtime/node_state.hpp"
+#include "runtime/status_board.hpp"
+#include "serialization/wire_console.hpp"
+
+namespace degnn::node_detail {
+
+namespace {
+
+// `kill RANK [--signal KILL|STOP]` from the console: a test run's fault, carried out by the node
+// actor of that rank (which refuses unless it too was started with --allow-faults).
+console_answer kill_from_console(node_pointer self, const std::string& command,
+                                 const std::string& who) {
+  auto& st = self->state;
+  std::string error;
+  const auto k = parse_kill(command, error);
+  if (!k) return {false, error};
+  if (!st.console->board->fault_commands_allowed())
+    return {false, "fault commands are refused: the cluster was started without --allow-faults"};
+  if (!st.role || k->rank >= st.role->nodes)
+    return {false, "no rank " + std::to_string(k->rank) + " in this cluster of " +
+                       std::to_string(st.role ? st.role->nodes : 0) + " nodes"};
+  const std::int32_t signal = k->stop ? SIGSTOP : SIGKILL;
+  const std::string name = k->stop ? "STOP" : "KILL";
+  if (k->rank == st.role->rank) {
+    self->delayed_send(self, std::chrono::milliseconds(100), kill_now_atom_v, st.local_key, signal);
+  } else {
+    const auto it = st.greeted.find(k->rank);
+    if (it == st.greeted.end() || !it->second.node)
+      return {false, "rank " + std::to_string(k->rank) + " is not connected to node 0"};
+    const int rank = k->rank;
+    self->request(caf::actor_cast<node_actor>(it->second.node), std::chrono::seconds(10),
+                  kill_atom_v, st.role->view_secret, signal)
+        .then([](bool) {},
+              [self, rank](caf::error& e) {
+                if (self->state.log)
+                  self->state.log("console: kill of node " + std::to_string(rank) +
+                                  " refused: " + self->system().render(e));
+              });
+  }
+  if (st.log)
+    st.log("console: '" + command + "' from " + who + " (view " +
+           std::to_string(st.console->board->view_id()) + "): SIG" + name + " to node " +
+           std::to_string(k->rank));
+  return {true, nlohmann::json{{"kill", k->rank}, {"signal", name}}.dump(), true};
+}
+
+}  // namespace
+
+// An operator's console command: with TLS only with a fresh proof over an operator certificate.
+std::vector<char> answer_operator(node_pointer self, const std::vector<char>& b) {
+  auto& st = self->state;
+  auto reply = [&](bool ok, std::string text) {
+    if (!ok && st.log)
+      st.log("console: refused " + sender_name(self->current_sender()) + ": " + text);
+    return wire::encode(wire::context{}, wire::console_reply{ok, std::move(text)});
+  };
+  if (!st.console) return reply(false, "only node 0 answers the console");
+  wire::console_request r;
+  try {
+    r = wire::decode_console_request(wire::context{.max_bytes = 64 << 10}, b);
+  } catch (const wire::wire_error& e) {
+    return reply(false, e.what());
+  }
+  std::string operator_name;
+  if (st.console->tls) {
+    std::string& who = operator_name;
+    const std::string why =
+        check_proof(self, *st.console->tls, {r.certificate, r.signature, r.token_mac}, who);
+    if (!why.empty()) return reply(false, "the console's " + why);
+    if (who.rfind("operator-", 0) != 0)
+      return reply(false, "'" + who + "' is not an operator certificate (degnn certs --operators)");
+  }
+  const std::string who =
+      st.console->tls ? operator_name : "an operator at " + sender_name(self->current_sender());
+  std::string first;
+  std::istringstream(r.command) >> first;
+  if (first == "kill") {
+    const console_answer a = kill_from_console(self, r.command, who);
+    return reply(a.ok, a.text);
+  }
+  const console_answer a = answer_console(*st.console->board, r.command);
+  // Every command that changes the run is logged with the view and who gave it.
+  if (a.ok && a.changes && st.log) {
+    st.log("console: '" + r.command + "' from " + who + " (view " +
+           std::to_string(st.console->board->view_id()) + ")");
+  }
+  return reply(a.ok, a.text);
+}
+
+}  // namespace degnn::node_detail
