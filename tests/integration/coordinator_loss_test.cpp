@@ -91,20 +91,7 @@ class NodeLoss : public ::testing::Test {
   void resume_and_compare(std::uint64_t seed_step) {
     const int epochs = static_cast<int>(seed_step / steps_per_epoch_) + 1;
     const committed_checkpoint c = load_committed_checkpoint(folder(0));
-    train_settings s;
-    s.data = data_.string();
-    s.partitions = (dir_.path / "parts").string();
-    s.pipeline = "centralized";
-    s.epochs = epochs;
-    s.batch_size = 8;
-    s.fanouts = {5, 10};
-    s.model.hidden = 16;
-    s.model.lr = 0.01f;
-    s.model.dropout = 0.5f;
-    s.model.weight_decay = 0;
-    s.seed = s.model.seed = 3;
-    s.eval_every = 0;
-    s.progress = false;
+    train_settings s = small_run_reference(data_, dir_.path / "parts", epochs);
     // The same file under a record naming the in-process run (its own settings' run id).
     const fs::path ref = dir_.path / "reference";
     fs::create_directories(ref);

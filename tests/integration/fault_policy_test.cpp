@@ -48,20 +48,7 @@ TEST(FaultPolicy, NodesUnderAFaultsSectionRefuseWhatTheyMustAndTrainAsWithoutFau
         << read_file(log(k));
   EXPECT_GT(std::stoull(summary_field(out0, R"("rejected":(\d+))")), 0u) << out0;
 
-  train_settings s;
-  s.data = data.string();
-  s.partitions = (dir.path / "parts").string();
-  s.pipeline = "centralized";
-  s.epochs = 2;
-  s.batch_size = 8;
-  s.fanouts = {5, 10};
-  s.model.hidden = 16;
-  s.model.lr = 0.01f;
-  s.model.dropout = 0.5f;
-  s.model.weight_decay = 0;
-  s.seed = s.model.seed = 3;
-  s.eval_every = 0;
-  s.progress = false;
+  const train_settings s = small_run_reference(data, dir.path / "parts", 2);
   std::vector<double> expected;
   training_report quiet("reference", "", false);
   train_cluster(s, d, quiet, [&](std::uint64_t, double loss) { expected.push_back(loss); });

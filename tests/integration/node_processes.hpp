@@ -24,6 +24,7 @@
 #include "model/dataset.hpp"
 #include "model/partition_store.hpp"
 #include "model/partitioner.hpp"
+#include "runtime/train_options.hpp"
 
 extern char** environ;
 
@@ -182,6 +183,26 @@ inline void write_two_metis_parts(const fs::path& dataset_dir, const fs::path& o
   const dataset d = load_dataset(dataset_dir);
   write_partitions(d, partition_graph(d.graph, d.train, 2, partition_method::metis, 1), out,
                    "metis", 1, 2);
+}
+
+/// What small_node_run with --batch-size 8 --lr 0.01 --dropout 0.5 --weight-decay 0 trains, as
+/// settings for the in-process cluster (centralized) the node-process tests compare against.
+inline train_settings small_run_reference(const fs::path& data, const fs::path& parts, int epochs) {
+  train_settings s;
+  s.data = data.string();
+  s.partitions = parts.string();
+  s.pipeline = "centralized";
+  s.epochs = epochs;
+  s.batch_size = 8;
+  s.fanouts = {5, 10};
+  s.model.hidden = 16;
+  s.model.lr = 0.01f;
+  s.model.dropout = 0.5f;
+  s.model.weight_decay = 0;
+  s.seed = s.model.seed = 3;
+  s.eval_every = 0;
+  s.progress = false;
+  return s;
 }
 
 /// Peak resident memory of a running process in MiB (VmHWM), 0 once it is gone.

@@ -10,21 +10,15 @@
 #include <string>
 
 #include "model/data_error.hpp"
+#include "tests/model/temp_dir.hpp"
 
 using namespace degnn;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    path = fs::temp_directory_path() /
-           ("degnn_ckpt_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(path);
-  }
-  ~temp_dir() { fs::remove_all(path); }
+struct temp_dir : degnn::testing::temp_dir {
+  temp_dir() : degnn::testing::temp_dir("degnn_ckpt_") {}
 };
 
 // A model and optimiser with non-trivial state (two steps taken).

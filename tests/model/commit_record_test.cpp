@@ -11,22 +11,15 @@
 #include <string>
 
 #include "model/data_error.hpp"
+#include "tests/model/temp_dir.hpp"
 
 using namespace degnn;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    path = fs::temp_directory_path() /
-           ("degnn_commit_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~temp_dir() { fs::remove_all(path); }
+struct temp_dir : degnn::testing::temp_dir {
+  temp_dir() : degnn::testing::temp_dir("degnn_commit_") {}
 };
 
 void touch(const fs::path& p) {
