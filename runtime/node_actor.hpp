@@ -32,11 +32,15 @@ struct node_greeting {
   std::vector<std::string> identity;
   caf::strong_actor_ptr node;
   std::string secret;  ///< the view's secret (joined clusters): only members know it
+  /// To node 0 only, from a node started with --allow-faults: what node 0 must show to have
+  /// this node killed or stopped (no other member learns it).
+  std::string kill_token;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_greeting& x) {
-  return f(caf::meta::type_name("degnn.node_greeting"), x.rank, x.identity, x.node, x.secret);
+  return f(caf::meta::type_name("degnn.node_greeting"), x.rank, x.identity, x.node, x.secret,
+           x.kill_token);
 }
 
 /// What this node serves, once it knows its rank (from this process only): its workers, one
@@ -104,9 +108,9 @@ namespace degnn {
 /// -> the training-set size of each partition this node serves, once this node has its view and
 /// each remote actor answered a report; not_ready before), bye (-> true: node 0 going away is now
 /// the end of the run), farewell (-> whether node 0 said bye; this process only), faultkill
-/// (view secret, SIGKILL or SIGSTOP -> true, then the signal: a test run's fault from node 0's
-/// console, refused unless this node was started with --allow-faults), killnow (the signal,
-/// now; this process only).
+/// (this node's kill token, SIGKILL or SIGSTOP -> true, then the signal: a test run's fault from
+/// node 0's console, refused unless this node was started with --allow-faults), killnow (the
+/// signal, now; this process only).
 using node_actor =
     caf::typed_actor<caf::replies_to<manifest_atom>::with<std::vector<char>>,
                      caf::replies_to<chunk_atom, std::vector<char>>::with<std::vector<char>>,
@@ -153,7 +157,7 @@ node_actor spawn_node_actor(caf::actor_system& sys, const wire::context& ctx,
                             std::vector<std::string> identity, std::optional<seed_role> seed,
                             std::function<void(const std::string&)> log, std::string local_key,
                             std::optional<console_role> console = std::nullopt,
-                            bool allow_faults = false);
+                            std::string kill_token = {});
 
 /// Registers the runtime's message types (after add_actor_types).
 void add_runtime_types(caf::actor_system_config& cfg);

@@ -135,6 +135,7 @@ int run_node(int argc, char** argv) {
   ws.start = start.state;
   add_resume_identity(identity, s, mode.kind == launch_mode::static_peers, start);
   const bool allow_faults = opts.flag("allow-faults");
+  const std::string kill_token = allow_faults ? random_hex(16) : "";
   identity.lines.push_back(std::string("fault_commands=") + (allow_faults ? "allowed" : "refused"));
   const bool coordinates =
       mode.kind == launch_mode::seed || (mode.kind == launch_mode::static_peers && mode.id == 0);
@@ -195,7 +196,7 @@ int run_node(int argc, char** argv) {
       },
       local_key,
       coordinates ? std::optional<console_role>(console_role{board, mode.tls}) : std::nullopt,
-      allow_faults);
+      kill_token);
   caf::scoped_actor self{sys};
   // Whatever ends this function, the local actors stop first: the actor system's destructor waits
   // for every actor, so an error that skipped this would hang the process.
@@ -371,10 +372,10 @@ int run_node(int argc, char** argv) {
                                                          mode.tls.has_value());
     ask_until_ready(p, "greeting", [&] {
       caf::error failure;
-      self->request(
-              nodes[p], std::chrono::seconds(10), greet_atom_v,
-              node_greeting{static_cast<std::int32_t>(id), identity.lines,
-                            caf::actor_cast<caf::strong_actor_ptr>(node), members.view.secret})
+      self->request(nodes[p], std::chrono::seconds(10), greet_atom_v,
+                    node_greeting{static_cast<std::int32_t>(id), identity.lines,
+                                  caf::actor_cast<caf::strong_actor_ptr>(node), members.view.secret,
+                                  p == 0 ? kill_token : ""})
           .receive([](std::int32_t) {}, [&](caf::error& e) { failure = std::move(e); });
       return failure;
     });

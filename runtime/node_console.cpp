@@ -38,7 +38,7 @@ console_answer kill_from_console(node_pointer self, const std::string& command,
       return {false, "rank " + std::to_string(k->rank) + " is not connected to node 0"};
     const int rank = k->rank;
     self->request(caf::actor_cast<node_actor>(it->second.node), std::chrono::seconds(10),
-                  kill_atom_v, st.role->view_secret, signal)
+                  kill_atom_v, it->second.kill_token, signal)
         .then([](bool) {},
               [self, rank](caf::error& e) {
                 if (self->state.log)

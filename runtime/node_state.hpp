@@ -40,9 +40,11 @@ struct node_state {
   bool has_view = false;                          ///< the local workers know every peer
   std::string local_key;                          ///< see spawn_node_actor
   std::optional<console_role> console;            ///< node 0
-  std::string fetching;       ///< "12.0 of 96.3 MB" while this node downloads its partitions
-  bool allow_faults = false;  ///< --allow-faults: the console may kill or stop this node
-  bool farewell = false;      ///< node 0 said bye: its going away is the end of the run
+  std::string fetching;  ///< "12.0 of 96.3 MB" while this node downloads its partitions
+  /// --allow-faults: node 0 may kill or stop this node by showing this random token, which this
+  /// node gave node 0 alone in its greeting (empty: never).
+  std::string kill_token;
+  bool farewell = false;  ///< node 0 said bye: its going away is the end of the run
 
   std::string me() const {
     return role ? "node " + std::to_string(role->rank) : std::string(seed ? "the seed" : "node");
