@@ -10,7 +10,9 @@ namespace degnn {
 
 const std::vector<std::pair<std::string, std::string>>& console_command_list() {
   static const std::vector<std::pair<std::string, std::string>> list = {
-      {"nodes", "every member: rank, name, address, partitions"},
+      {"nodes",
+       "every member: rank, name, address, partitions, peak memory, seconds since node 0 "
+       "last heard from it"},
       {"view", "the membership view and its id"},
       {"progress", "epoch, steps, loss, last validation accuracy, steps per second, ETA"},
       {"status", "all of the above, with the run's phase, traffic and node 0's memory"},

@@ -17,6 +17,7 @@
 #include "runtime/cluster_identity.hpp"
 #include "runtime/console_commands.hpp"
 #include "runtime/partition_transfer.hpp"
+#include "runtime/process_stats.hpp"
 #include "runtime/status_board.hpp"
 #include "serialization/wire_console.hpp"
 #include "serialization/wire_membership.hpp"
@@ -329,7 +330,11 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
                     gather(
                         self, report_atom_v, std::move(stores), timeout,
                         [self, rp](std::vector<wire_message>&) mutable {
-                          rp.deliver(self->state.role->num_train);
+                          auto& st = self->state;
+                          // Node 0 asks every member its figures from now on.
+                          if (st.console && !std::exchange(st.polling, true))
+                            self->send(self, stats_poll_atom_v, st.local_key);
+                          rp.deliver(st.role->num_train);
                         },
                         fail);
                   },
@@ -364,6 +369,30 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         self->delayed_send(self, std::chrono::milliseconds(50), kill_now_atom_v, st.local_key,
                            signal);
         return true;
+      },
+      [self](node_stats_atom) -> caf::result<std::vector<std::int64_t>> {
+        auto& st = self->state;
+        const auto sender = self->current_sender();
+        if (!sender || st.node0.empty() || sender->node() != st.node0.front())
+          return actor_error(actor_errc::rejected, "figures are given to node 0 only");
+        return std::vector<std::int64_t>{static_cast<std::int64_t>(peak_rss_mib() * 1024)};
+      },
+      [self](stats_poll_atom, const std::string& key) {
+        auto& st = self->state;
+        if (!from_this_process(self, key) || !st.console || st.farewell) return;
+        auto board = st.console->board;
+        board->heard_from(st.role->rank, peak_rss_mib());
+        for (const auto& [rank, g] : st.greeted) {
+          if (!g.node) continue;
+          self->request(caf::actor_cast<node_actor>(g.node), std::chrono::seconds(5),
+                        node_stats_atom_v)
+              .then(
+                  [board, rank = rank](const std::vector<std::int64_t>& kib) {
+                    if (!kib.empty()) board->heard_from(rank, static_cast<double>(kib[0]) / 1024);
+                  },
+                  [](caf::error&) {});  // not heard: the console shows how long ago it last was
+        }
+        self->delayed_send(self, std::chrono::seconds(1), stats_poll_atom_v, st.local_key);
       },
       [self](kill_now_atom, const std::string& key, std::int32_t signal) {
         auto& st = self->state;

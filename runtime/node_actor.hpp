@@ -83,6 +83,8 @@ CAF_ADD_ATOM(degnn_runtime, degnn, console_atom, "console")
 CAF_ADD_ATOM(degnn_runtime, degnn, farewell_atom, "farewell")
 CAF_ADD_ATOM(degnn_runtime, degnn, kill_atom, "faultkill")
 CAF_ADD_ATOM(degnn_runtime, degnn, kill_now_atom, "killnow")
+CAF_ADD_ATOM(degnn_runtime, degnn, node_stats_atom, "nodestats")
+CAF_ADD_ATOM(degnn_runtime, degnn, stats_poll_atom, "statspoll")
 CAF_END_TYPE_ID_BLOCK(degnn_runtime)
 
 namespace degnn {
@@ -110,7 +112,9 @@ namespace degnn {
 /// the end of the run), farewell (-> whether node 0 said bye; this process only), faultkill
 /// (this node's kill token, SIGKILL or SIGSTOP -> true, then the signal: a test run's fault from
 /// node 0's console, refused unless this node was started with --allow-faults), killnow (the
-/// signal, now; this process only).
+/// signal, now; this process only), nodestats (-> this process's peak resident memory in KiB;
+/// node 0 only), statspoll (node 0, this process only: ask every member its nodestats, each
+/// second, for the console's `nodes`).
 using node_actor =
     caf::typed_actor<caf::replies_to<manifest_atom>::with<std::vector<char>>,
                      caf::replies_to<chunk_atom, std::vector<char>>::with<std::vector<char>>,
@@ -129,7 +133,9 @@ using node_actor =
                      caf::replies_to<bye_atom, std::string>::with<bool>,
                      caf::replies_to<farewell_atom, std::string>::with<bool>,
                      caf::replies_to<kill_atom, std::string, std::int32_t>::with<bool>,
-                     caf::reacts_to<kill_now_atom, std::string, std::int32_t>>;
+                     caf::reacts_to<kill_now_atom, std::string, std::int32_t>,
+                     caf::replies_to<node_stats_atom>::with<std::vector<std::int64_t>>,
+                     caf::reacts_to<stats_poll_atom, std::string>>;
 
 /// The seed's part: its rendezvous, and how long it waits for more nodes once MIN joined.
 struct seed_role {

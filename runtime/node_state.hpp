@@ -44,6 +44,7 @@ struct node_state {
   /// --allow-faults: node 0 may kill or stop this node by showing this random token, which this
   /// node gave node 0 alone in its greeting (empty: never).
   std::string kill_token;
+  bool polling = false;   ///< node 0: asking the members their figures each second
   bool farewell = false;  ///< node 0 said bye: its going away is the end of the run
 
   std::string me() const {

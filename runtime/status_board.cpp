@@ -87,6 +87,11 @@ console_asks status_board::between_steps(const std::function<void()>& check) {
   return asks;
 }
 
+void status_board::heard_from(int rank, double peak_mib) {
+  std::lock_guard lock(mu_);
+  members_heard_[rank] = {peak_mib, now_s()};
+}
+
 void status_board::set_history(int bits, int staleness) {
   std::lock_guard lock(mu_);
   history_bits_ = bits;
@@ -165,6 +170,10 @@ std::string status_board::status_json() const {
                        {"name", m.name},
                        {"address", m.host + ":" + std::to_string(m.port)},
                        {"partitions", m.partitions}});
+    if (auto it = members_heard_.find(m.rank); it != members_heard_.end()) {
+      members.back()["peak_rss_mib"] = it->second.peak_mib;
+      members.back()["last_heard_s_ago"] = now_s() - it->second.at_s;
+    }
   }
   j["view"] = {{"id", view_.id}, {"members", members}};
   const double elapsed = steps_ > 1 ? last_step_at_ - started_ : 0;

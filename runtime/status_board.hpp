@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -53,6 +54,8 @@ class status_board {
   /// lost node); then what was asked meanwhile (the requests are taken).
   console_asks between_steps(const std::function<void()>& check);
   std::uint64_t view_id() const;
+  /// Node 0 heard from member `rank` now, whose peak resident memory is peak_mib (`nodes`).
+  void heard_from(int rank, double peak_mib);
 
   // -- fault injection (test runs) --
 
@@ -85,6 +88,10 @@ class status_board {
   std::shared_ptr<const fault_policy> faults_;
   std::shared_ptr<const fault_counters> fault_counts_;
   bool fault_commands_ = false;
+  struct heard {
+    double peak_mib = 0, at_s = 0;
+  };
+  std::map<int, heard> members_heard_;
   int history_bits_ = 0, staleness_ = 0;  ///< 0: no history (not decentralized)
   std::optional<int> staleness_asked_;
   std::uint64_t epoch_rows_pulled_ = 0, epoch_steps_ = 0;

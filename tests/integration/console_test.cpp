@@ -102,6 +102,18 @@ TEST_F(Console, EachCommandAnswersAndAMalformedOneGetsAnErrorWhileTheConsoleGoes
       EXPECT_TRUE(j["policy_on_node0"].is_null());
     }
   }
+  // Node 0 hears from every member each second: its peak memory, and how long ago.
+  bool heard = false;
+  for (int i = 0; i < 50 && !heard; ++i) {
+    const auto [rc, out] = console({node0, "-c", "nodes", "--json"});
+    const auto j = nlohmann::json::parse(out, nullptr, false);
+    heard = rc == 0 && !j.is_discarded() && j.size() == 2;
+    for (const auto& m : j)
+      heard = heard && m.contains("peak_rss_mib") && m["peak_rss_mib"].get<double>() > 10 &&
+              m["last_heard_s_ago"].get<double>() < 5;
+    if (!heard) std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_TRUE(heard) << console({node0, "-c", "nodes", "--json"}).second;
   const auto [kill_rc, kill] = console({node0, "-c", "kill 1"});
   EXPECT_EQ(kill_rc, 1);
   EXPECT_TRUE(contains(kill, "started without --allow-faults")) << kill;
