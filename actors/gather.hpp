@@ -64,9 +64,9 @@ void gather(Self* self, Atom atom, std::vector<wire_request<Handle, Atom>> reque
     // already have left behind its window (a damaged copy's number was never recorded).
     link.number(msg);
     const auto fate = link.decide(msg, part, attempt);
-    std::shared_ptr<wire_message> pristine;
-    if (fate.corrupt) pristine = std::make_shared<wire_message>(msg);
+    std::shared_ptr<wire_message> pristine;  // what a damaged message is sent again as
     if (fate.corrupt) {
+      pristine = std::make_shared<wire_message>(msg);
       link.damage(msg);
       if (auto* c = link.counts()) ++c->corrupted;
     }

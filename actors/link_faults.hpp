@@ -1,7 +1,6 @@
-// The in-program fault policy (issue 12, DESIGN.md section 8): on the send path between nodes,
-// messages are damaged or duplicated with set probabilities, decided from a seed and the message
-// itself, so a run replays its faults. The receiver must refuse what it gets wrong
-// (message_guard.hpp); this only makes the faults, counts them, and numbers every message.
+// The in-program fault policy (DESIGN.md section 8): messages between nodes damaged or duplicated,
+// decided from a seed and the message itself so a run replays its faults; and the numbering of
+// every message, by which receivers (message_guard.hpp) refuse what they must.
 #pragma once
 
 #include <atomic>
@@ -49,8 +48,6 @@ class link_sender {
   fate decide(const wire_message& m, int to, int attempt) const;
   /// Flips one byte of m (chosen from the seed), leaving its checksum: the receiver must notice.
   void damage(wire_message& m) const;
-  /// Whether sends keep a copy to retry a message the receiver found damaged.
-  bool retries() const { return policy_ && policy_->corrupt > 0; }
   fault_counters* counts() const { return counts_.get(); }
   static constexpr int kMaxAttempts = 4;
 

@@ -1,4 +1,5 @@
-// zlib's crc32, fed in chunks (it takes uInt lengths).
+// CRC-32 over byte ranges of any length: zlib's crc32, fed in chunks because it takes uInt
+// lengths.
 #include "model/crc32.hpp"
 
 #include <zlib.h>
