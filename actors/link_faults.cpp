@@ -31,8 +31,7 @@ link_sender::link_sender(int part, std::shared_ptr<const fault_policy> policy,
     : part_(part), policy_(std::move(policy)), counts_(std::move(counts)) {}
 
 void link_sender::number(wire_message& m) {
-  m.seq = next_seq_++;
-  seal(m);
+  renumber(m, next_seq_++);
 }
 
 link_sender::fate link_sender::decide(const wire_message& m, int to, int attempt) const {

@@ -41,7 +41,7 @@ class link_sender {
     bool corrupt = false;
     bool duplicate = false;
   };
-  /// Gives m the next sequence number and seals it again (its checksum covers the number).
+  /// Gives sealed m the next sequence number and its checksum (which covers the number).
   void number(wire_message& m);
   /// The fate of a sealed, numbered message to partition `to` (-1: unknown, never faulted), on
   /// its `attempt`-th sending; the same message, link and attempt always meet the same fate.

@@ -24,14 +24,31 @@ const char* to_string(actor_errc x) {
   return "unknown error";
 }
 
-std::uint32_t message_crc(const wire_message& m) {
-  // Little-endian kind and number, then the bytes: the same on every node.
+namespace {
+
+// The CRC-32 of the envelope's head: little-endian kind and number, the same on every node.
+std::uint32_t head_crc(std::uint16_t kind, std::uint64_t seq) {
   unsigned char head[10];
   for (int i = 0; i < 2; ++i)
-    head[i] = static_cast<unsigned char>(m.kind >> (8 * i));
+    head[i] = static_cast<unsigned char>(kind >> (8 * i));
   for (int i = 0; i < 8; ++i)
-    head[2 + i] = static_cast<unsigned char>(m.seq >> (8 * i));
-  return crc32_update(crc32_update(0, head, sizeof head), m.bytes.data(), m.bytes.size());
+    head[2 + i] = static_cast<unsigned char>(seq >> (8 * i));
+  return crc32_update(0, head, sizeof head);
+}
+
+}  // namespace
+
+std::uint32_t message_crc(const wire_message& m) {
+  return crc32_concat(head_crc(m.kind, m.seq), crc32_update(0, m.bytes.data(), m.bytes.size()),
+                      m.bytes.size());
+}
+
+void renumber(wire_message& m, std::uint64_t seq) {
+  // crc(head + bytes) is linear in crc(head): only the head's share changes, so the bytes (which
+  // pack() summed already) are not read again.
+  const std::uint32_t change = head_crc(m.kind, m.seq) ^ head_crc(m.kind, seq);
+  m.seq = seq;
+  m.crc ^= crc32_concat(change, 0, m.bytes.size());
 }
 
 wire::allreduce_chunk decode_average(const wire::context& ctx, const wire_message& m,

@@ -45,6 +45,8 @@ typename Inspector::result_type inspect(Inspector& f, wire_message& x) {
 inline void seal(wire_message& m) {
   m.crc = message_crc(m);
 }
+/// Gives a sealed m the number seq and seals it again, without reading its bytes again.
+void renumber(wire_message& m, std::uint64_t seq);
 /// Whether m arrived as it was sealed.
 inline bool intact(const wire_message& m) {
   return m.crc == message_crc(m);
@@ -52,8 +54,7 @@ inline bool intact(const wire_message& m) {
 /// A message received and passed on within the node (a batch actor's to its shard): without its
 /// sender's number, which the next receiver would otherwise take for this actor's own.
 inline wire_message passed_on(wire_message m) {
-  m.seq = 0;
-  seal(m);
+  renumber(m, 0);
   return m;
 }
 

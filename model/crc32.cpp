@@ -20,4 +20,8 @@ std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t n) {
   return static_cast<std::uint32_t>(c);
 }
 
+std::uint32_t crc32_concat(std::uint32_t crc_a, std::uint32_t crc_b, std::size_t len_b) {
+  return static_cast<std::uint32_t>(crc32_combine(crc_a, crc_b, static_cast<z_off_t>(len_b)));
+}
+
 }  // namespace degnn

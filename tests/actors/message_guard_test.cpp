@@ -56,6 +56,18 @@ TEST_F(two_senders, RepeatedAndStaleNumbersAreRefusedPerSender) {
   EXPECT_FALSE(g.admit(pa, numbered(0)));
 }
 
+TEST(WireMessage, RenumberingKeepsTheChecksumOfTheWholeMessage) {
+  for (std::size_t n : {0u, 1u, 7u, 4096u}) {
+    wire_message m{9, std::vector<char>(n, 'q')};
+    for (std::uint64_t seq : {1ull, 2ull, 1ull << 40, 0ull}) {
+      renumber(m, seq);
+      EXPECT_EQ(m.seq, seq);
+      EXPECT_EQ(m.crc, message_crc(m)) << n << " bytes, number " << seq;
+      EXPECT_TRUE(intact(m));
+    }
+  }
+}
+
 TEST(LinkSender, FaultsDependOnSeedLinkAndMessageOnly) {
   auto policy = std::make_shared<fault_policy>();
   policy->seed = 11;

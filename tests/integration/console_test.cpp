@@ -6,18 +6,15 @@
 // when it detaches).
 #include <gtest/gtest.h>
 
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <functional>
 
-#include "actors/messages.hpp"
 #include "runtime/cluster_certificates.hpp"
 #include "runtime/console_commands.hpp"
-#include "runtime/node_actor.hpp"
 #include "tests/integration/node_processes.hpp"
+#include "tests/integration/outside_peer.hpp"
 
 using namespace degnn;
 using namespace degnn::test;
@@ -279,14 +276,9 @@ TEST_F(Console, KillStopsOrKillsANodeWhenTheClusterAllowsFaults) {
     const std::string out1 = read_file(log("faults1"));
     ASSERT_TRUE(std::regex_search(out1, where, std::regex(R"(listening on 127\.0\.0\.1:(\d+))")))
         << out1;
-    caf::actor_system_config cfg;
-    add_actor_types(cfg);
-    add_runtime_types(cfg);
-    cfg.load<caf::io::middleman>();
-    caf::actor_system sys{cfg};
-    caf::scoped_actor self{sys};
-    auto node1 = sys.middleman().remote_actor<node_actor>(
-        "127.0.0.1", static_cast<std::uint16_t>(std::stoi(where[1].str())));
+    outside_peer stranger;
+    auto& [cfg, sys, self] = stranger;
+    auto node1 = stranger.node_at(static_cast<std::uint16_t>(std::stoi(where[1].str())));
     ASSERT_TRUE(node1) << sys.render(node1.error());
     for (const std::string token : {"", "0123456789abcdef0123456789abcdef"}) {
       self->request(*node1, 10s, kill_atom_v, token, static_cast<std::int32_t>(SIGSTOP))

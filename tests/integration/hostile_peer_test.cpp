@@ -15,6 +15,7 @@
 #include "model/partitioner.hpp"
 #include "runtime/node_actor.hpp"
 #include "tests/integration/node_processes.hpp"
+#include "tests/integration/outside_peer.hpp"
 
 using namespace degnn;
 using namespace degnn::test;
@@ -124,11 +125,8 @@ class HostilePeer : public ::testing::Test {
     std::vector<std::unique_ptr<raw_connection>> raw;
     int probes = 0;
     if (hostile) {
-      caf::actor_system_config cfg;
-      add_actor_types(cfg);
-      add_runtime_types(cfg);
-      cfg.load<caf::io::middleman>();
-      caf::actor_system sys{cfg};
+      outside_peer stranger;
+      auto& sys = stranger.sys;
       probes = probe_workers(sys, p1, "not this node (no view yet)");
       EXPECT_EQ(probes, 10);
       // Garbage: an operation BASP does not know, then noise.
@@ -146,11 +144,8 @@ class HostilePeer : public ::testing::Test {
                  std::string::npos &&
              std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(20ms);
-      caf::actor_system_config cfg;
-      add_actor_types(cfg);
-      add_runtime_types(cfg);
-      cfg.load<caf::io::middleman>();
-      caf::actor_system sys{cfg};
+      outside_peer stranger;
+      auto& sys = stranger.sys;
       const int after_view = probe_workers(sys, p1, "not a member of the cluster");
       EXPECT_EQ(after_view, 10);
       probes += after_view;

@@ -18,6 +18,7 @@
 #include "runtime/cluster_trainer.hpp"
 #include "runtime/node_actor.hpp"
 #include "tests/integration/node_processes.hpp"
+#include "tests/integration/outside_peer.hpp"
 
 using namespace degnn;
 using namespace degnn::test;
@@ -306,14 +307,9 @@ TEST_F(SeedJoin, AStrangerCannotStopGreetOrConfigureAMemberOfAJoinedCluster) {
   ASSERT_TRUE(std::regex_search(
       out1, m, std::regex(R"(node 1: partition .* listening on 127\.0\.0\.1:(\d+))")))
       << out1;
-  caf::actor_system_config cfg;
-  add_actor_types(cfg);
-  add_runtime_types(cfg);
-  cfg.load<caf::io::middleman>();
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  auto node = sys.middleman().remote_actor<node_actor>(
-      "127.0.0.1", static_cast<std::uint16_t>(std::stoi(m[1].str())));
+  outside_peer stranger;
+  auto& [cfg, sys, self] = stranger;
+  auto node = stranger.node_at(static_cast<std::uint16_t>(std::stoi(m[1].str())));
   ASSERT_TRUE(node) << sys.render(node.error());
   std::vector<std::string> refusals;
   // `ok` only names the reply type a taken message would get.
