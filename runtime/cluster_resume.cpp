@@ -51,6 +51,11 @@ cluster_start load_cluster_start_at(const train_settings& s, const replica_confi
   return start_from(load_checkpoint_of_step(s.resume, next_step), rc, cluster_id, parts);
 }
 
+cluster_start load_cluster_start_in(const std::string& dir, const replica_config& rc,
+                                    std::uint64_t cluster_id, int parts, std::uint64_t next_step) {
+  return start_from(load_checkpoint_of_step(dir, next_step), rc, cluster_id, parts);
+}
+
 void add_resume_identity(cluster_identity& identity, const train_settings& s, bool static_peers,
                          const cluster_start& start) {
   const std::string resumes = s.resume.empty() ? "none" : std::to_string(start.next_step);

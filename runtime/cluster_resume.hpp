@@ -28,6 +28,11 @@ cluster_start load_cluster_start(const train_settings& s, const replica_config& 
 cluster_start load_cluster_start_at(const train_settings& s, const replica_config& rc,
                                     std::uint64_t cluster_id, int parts, std::uint64_t next_step);
 
+/// A recovery's start: this node's copy, under its own checkpoint folder `dir`, of the commit the
+/// cluster rolls back to (the checkpoint before `next_step`).
+cluster_start load_cluster_start_in(const std::string& dir, const replica_config& rc,
+                                    std::uint64_t cluster_id, int parts, std::uint64_t next_step);
+
 /// The nodes must agree on whether checkpoints are written and whether (with a static peer list:
 /// from which step) they resume, so the join compares these like any setting.
 void add_resume_identity(cluster_identity& identity, const train_settings& s, bool static_peers,

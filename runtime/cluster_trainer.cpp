@@ -212,11 +212,12 @@ void print_node_summary(const cluster_result& result, const training_report& rep
   std::printf(
       "{\"node_summary\":true,\"replicas_identical\":%s,\"test_acc\":%.6f,\"valid_acc\":%.6f,"
       "\"bytes\":%llu,"
-      "\"bytes_by_kind\":%s,\"rejected\":%llu,\"step_losses\":[",
+      "\"bytes_by_kind\":%s,\"rejected\":%llu,\"recoveries\":%llu,\"step_losses\":[",
       result.replicas_identical ? "true" : "false", report.test_at_best(), report.best_valid(),
       static_cast<unsigned long long>(result.traffic.sent.total_bytes()),
       result.traffic.sent.bytes_json().c_str(),
-      static_cast<unsigned long long>(result.traffic.rejected));
+      static_cast<unsigned long long>(result.traffic.rejected),
+      static_cast<unsigned long long>(result.recoveries));
   for (size_t i = 0; i < step_losses.size(); ++i)
     std::printf("%s%.9g", i ? "," : "", step_losses[i]);
   std::printf("]}\n");

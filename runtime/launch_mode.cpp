@@ -45,6 +45,10 @@ std::vector<option_spec> node_option_specs() {
   specs.push_back({"heartbeat-ms", "500", "milliseconds between heartbeats on each connection"});
   specs.push_back({"allow-faults", "false",
                    "test runs: the console may kill or stop nodes (every node must say so)", true});
+  specs.push_back({"recover", "off",
+                   "off: a lost member stops the cluster (restart with --resume); adopt: the "
+                   "survivors take over its partitions, roll back to the last commit and go on "
+                   "(needs --checkpoint-dir; every node must say the same)"});
   specs.push_back({"crash-after-step", "",
                    "fault injection: this node kills itself (SIGKILL) when a step after global "
                    "step N reaches it, as a crash at that point would"});
@@ -56,6 +60,17 @@ std::vector<option_spec> node_option_specs() {
                    "a connection silent for this many heartbeat intervals is dropped and its "
                    "node counted lost"});
   return specs;
+}
+
+bool read_recover_mode(const option_set& opts, const train_settings& s) {
+  const std::string how = opts.str("recover");
+  if (how != "off" && how != "adopt")
+    throw config_error("--recover " + how + ": off or adopt (a replacement node is not taken yet)");
+  if (how == "adopt" && s.checkpoint_dir.empty())
+    throw config_error(
+        "--recover adopt rolls the cluster back to its last commit: it needs --checkpoint-dir "
+        "(and --checkpoint-every N for commits inside an epoch)");
+  return how == "adopt";
 }
 
 launch_mode read_launch_mode(const option_set& opts) {

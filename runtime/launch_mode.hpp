@@ -38,4 +38,9 @@ struct launch_mode {
 /// Throws config_error naming the option.
 launch_mode read_launch_mode(const option_set& opts);
 
+struct train_settings;
+/// --recover: true (adopt) when the survivors take over a lost member's partitions and the
+/// cluster rolls back to its last commit; adopt needs a checkpoint folder.
+bool read_recover_mode(const option_set& opts, const train_settings& s);
+
 }  // namespace degnn

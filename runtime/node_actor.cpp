@@ -233,9 +233,12 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
       },
       [self](serve_atom, node_role& role, const std::string& key) -> caf::result<bool> {
         auto& st = self->state;
-        if (!from_this_process(self, key) || st.role)
-          return actor_error(actor_errc::rejected, "the role comes once, from this process");
+        if (!from_this_process(self, key) || (st.role && role.view_id <= st.role->view_id))
+          return actor_error(actor_errc::rejected,
+                             "the role comes once per view, from this process");
+        // A new view's role (after a recovery): its workers get their peers anew.
         st.role = std::move(role);
+        st.has_view = false;
         return true;
       },
       [self](greet_atom, const node_greeting& g) -> caf::result<std::int32_t> {
@@ -273,9 +276,18 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         const auto it = st.greeted.find(peer);
         return it == st.greeted.end() ? node_greeting{peer, {}, nullptr} : it->second;
       },
-      [self](workers_atom) -> caf::result<peer_view> {
+      [self](workers_atom, std::uint64_t view_id) -> caf::result<peer_view> {
         auto& st = self->state;
         if (!st.role) return actor_error(actor_errc::not_ready, not_serving_yet(st));
+        // Workers of another view are not the asker's peers: an older view's are being replaced
+        // (ask again), a newer one means the asker missed a change.
+        if (st.role->view_id < view_id)
+          return actor_error(actor_errc::not_ready,
+                             st.me() + " is still moving to view " + std::to_string(view_id));
+        if (st.role->view_id > view_id)
+          return actor_error(actor_errc::rejected, st.me() + " is at view " +
+                                                       std::to_string(st.role->view_id) +
+                                                       ", after view " + std::to_string(view_id));
         return st.role->workers;
       },
       [self](view_atom, const peer_view& all, const std::string& key) -> caf::result<bool> {
@@ -401,6 +413,30 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
                      signal == SIGKILL ? "killed with SIGKILL" : "stopped with SIGSTOP");
         std::fflush(stderr);
         ::raise(signal);
+      },
+      [self](recover_atom, const std::vector<char>& bytes,
+             const std::string& secret) -> caf::result<bool> {
+        auto& st = self->state;
+        if (!from_node0(self, secret))
+          return actor_error(actor_errc::rejected, "a new view is taken from node 0 only");
+        wire::membership_view view;
+        try {
+          view = wire::decode_membership_view(st.ctx, bytes);
+        } catch (const wire::wire_error& e) {
+          return actor_error(actor_errc::rejected, std::string("a malformed view: ") + e.what());
+        }
+        if (view.id <= st.role->view_id || view.secret != st.role->view_secret)
+          return actor_error(actor_errc::rejected, "view " + std::to_string(view.id) +
+                                                       " is not after view " +
+                                                       std::to_string(st.role->view_id));
+        st.recovery = bytes;
+        if (st.log) st.log("view " + std::to_string(view.id) + " announced by node 0");
+        return true;
+      },
+      [self](recovery_atom, const std::string& key) -> caf::result<std::vector<char>> {
+        if (!from_this_process(self, key))
+          return actor_error(actor_errc::rejected, "asked outside this node's process");
+        return std::exchange(self->state.recovery, {});
       },
       [self](farewell_atom, const std::string& key) -> caf::result<bool> {
         if (!from_this_process(self, key))

@@ -52,12 +52,13 @@ struct node_role {
   peer_view workers;
   std::vector<std::int64_t> num_train;
   std::string view_secret;  ///< what greetings and node 0's bye must carry ("" in a static cluster)
+  std::uint64_t view_id = 1;  ///< the membership view this role belongs to
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_role& x) {
   return f(caf::meta::type_name("degnn.node_role"), x.rank, x.nodes, x.partitions, x.workers,
-           x.num_train, x.view_secret);
+           x.num_train, x.view_secret, x.view_id);
 }
 
 }  // namespace degnn
@@ -85,6 +86,8 @@ CAF_ADD_ATOM(degnn_runtime, degnn, kill_atom, "faultkill")
 CAF_ADD_ATOM(degnn_runtime, degnn, kill_now_atom, "killnow")
 CAF_ADD_ATOM(degnn_runtime, degnn, node_stats_atom, "nodestats")
 CAF_ADD_ATOM(degnn_runtime, degnn, stats_poll_atom, "statspoll")
+CAF_ADD_ATOM(degnn_runtime, degnn, recover_atom, "recover")
+CAF_ADD_ATOM(degnn_runtime, degnn, recovery_atom, "recovery")
 CAF_END_TYPE_ID_BLOCK(degnn_runtime)
 
 namespace degnn {
@@ -100,11 +103,12 @@ namespace degnn {
 /// this seed to this asker), formed (-> the view once formed; this process only),
 /// lastcall (the seed's own timer), fetching (how far this node's partition download is, from
 /// this process: greetings meanwhile say so, and the others wait while it moves on), serve (this
-/// node's role, this process only, once), greet (a peer that connected -> this node's rank;
-/// not_ready before serve; refused with the first differing setting when the peer's identity
+/// node's role, this process only, once per view), greet (a peer that connected -> this node's
+/// rank; not_ready before serve; refused with the first differing setting when the peer's identity
 /// differs), greeted (rank -> its greeting, with an empty node until it greeted; the refusal once a
 /// greeting of that rank was refused), workers
-/// (-> this node's batch actors, shards and stores, one entry per partition it serves), view (every
+/// (the view id the asker is at -> this node's batch actors, shards and stores, one entry per
+/// partition it serves; not_ready while this node is at an older view), view (every
 /// partition's workers, from this process once connected -> handed to the local workers), ready
 /// (every partition's workers
 /// -> the training-set size of each partition this node serves, once this node has its view and
@@ -114,7 +118,10 @@ namespace degnn {
 /// node 0's console, refused unless this node was started with --allow-faults), killnow (the
 /// signal, now; this process only), nodestats (-> this process's peak resident memory in KiB;
 /// node 0 only), statspoll (node 0, this process only: ask every member its nodestats, each
-/// second, for the console's `nodes`).
+/// second, for the console's `nodes`), recover (node 0 with the view's secret: a new encoded
+/// wire::membership_view after a member was lost -> true; this node's runtime picks it up,
+/// rolls its workers back and serves the new view's role), recovery (this process only -> the
+/// view node 0 announced and nobody took yet, or nothing).
 using node_actor =
     caf::typed_actor<caf::replies_to<manifest_atom>::with<std::vector<char>>,
                      caf::replies_to<chunk_atom, std::vector<char>>::with<std::vector<char>>,
@@ -127,7 +134,7 @@ using node_actor =
                      caf::replies_to<serve_atom, node_role, std::string>::with<bool>,
                      caf::replies_to<greet_atom, node_greeting>::with<std::int32_t>,
                      caf::replies_to<greeted_atom, std::int32_t>::with<node_greeting>,
-                     caf::replies_to<workers_atom>::with<peer_view>,
+                     caf::replies_to<workers_atom, std::uint64_t>::with<peer_view>,
                      caf::replies_to<view_atom, peer_view, std::string>::with<bool>,
                      caf::replies_to<ready_atom, peer_view>::with<std::vector<std::int64_t>>,
                      caf::replies_to<bye_atom, std::string>::with<bool>,
@@ -135,7 +142,9 @@ using node_actor =
                      caf::replies_to<kill_atom, std::string, std::int32_t>::with<bool>,
                      caf::reacts_to<kill_now_atom, std::string, std::int32_t>,
                      caf::replies_to<node_stats_atom>::with<std::vector<std::int64_t>>,
-                     caf::reacts_to<stats_poll_atom, std::string>>;
+                     caf::reacts_to<stats_poll_atom, std::string>,
+                     caf::replies_to<recover_atom, std::vector<char>, std::string>::with<bool>,
+                     caf::replies_to<recovery_atom, std::string>::with<std::vector<char>>>;
 
 /// The seed's part: its rendezvous, and how long it waits for more nodes once MIN joined.
 struct seed_role {

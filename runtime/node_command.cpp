@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -33,6 +34,8 @@
 #include "runtime/launch_mode.hpp"
 #include "runtime/node_actor.hpp"
 #include "runtime/node_membership.hpp"
+#include "runtime/node_mesh.hpp"
+#include "runtime/node_recovery.hpp"
 #include "runtime/partition_transfer.hpp"
 #include "runtime/process_stats.hpp"
 #include "runtime/seed_discovery.hpp"
@@ -114,9 +117,10 @@ int run_node(int argc, char** argv) {
     apply_feature_transform(s.normalize_features, loaded->features);
     return std::shared_ptr<const graph_partition>(std::move(loaded));
   };
-  // A static node knows its partition now and reads it before anything starts.
-  std::vector<std::shared_ptr<const graph_partition>> parts;
-  if (mode.kind == launch_mode::static_peers) parts.push_back(load_part(mode.id));
+  // A static node knows its partition now and reads it before anything starts; an adopted one
+  // (a recovery) is read when it is given.
+  std::map<int, std::shared_ptr<const graph_partition>> parts;
+  if (mode.kind == launch_mode::static_peers) parts[mode.id] = load_part(mode.id);
   replica_config rc = s.model;
   rc.in_dim = meta.num_features;
   rc.num_classes = meta.num_classes;
@@ -137,6 +141,8 @@ int run_node(int argc, char** argv) {
   const bool allow_faults = opts.flag("allow-faults");
   const std::string kill_token = allow_faults ? random_hex(16) : "";
   identity.lines.push_back(std::string("fault_commands=") + (allow_faults ? "allowed" : "refused"));
+  const bool adopt = read_recover_mode(opts, s);
+  identity.lines.push_back(std::string("recover=") + (adopt ? "adopt" : "off"));
   const bool coordinates =
       mode.kind == launch_mode::seed || (mode.kind == launch_mode::static_peers && mode.id == 0);
   // Node 0 opens its metrics file now: a bad path is refused before the cluster forms.
@@ -215,26 +221,19 @@ int run_node(int argc, char** argv) {
     const auto n = members.view.members.size();
     const auto& mine = members.view.members[static_cast<size_t>(id)].partitions;
     ws.on_reject = log_rejections("node " + std::to_string(id) + ": ");
-    if (mode.kind == launch_mode::joiner && !s.resume.empty()) {
-      start = load_cluster_start_at(s, rc, ws.run_id, meta.num_parts, members.view.resume_step);
-      ws.start = start.state;
-    }
-    if (parts.empty()) {
-      for (int p : mine)
-        parts.push_back(load_part(p));
-    }
-    node_role role{id, static_cast<std::int32_t>(n), mine, {}, {}};
-    for (size_t i = 0; i < mine.size(); ++i) {
-      local.push_back(spawn_worker(sys, parts[i], book, rc, ws, ctx));
+    node_role role{id, static_cast<std::int32_t>(n), mine,           {},
+                   {}, members.view.secret,          members.view.id};
+    std::string served;
+    for (int p : mine) {
+      auto& part = parts[p];
+      if (!part) part = load_part(p);
+      local.push_back(spawn_worker(sys, part, book, rc, ws, ctx));
       role.workers.batchers.push_back(caf::actor_cast<caf::strong_actor_ptr>(local.back().batch));
       role.workers.shards.push_back(caf::actor_cast<caf::strong_actor_ptr>(local.back().shard));
       role.workers.stores.push_back(caf::actor_cast<caf::strong_actor_ptr>(local.back().store));
-      role.num_train.push_back(static_cast<std::int64_t>(parts[i]->train.size()));
+      role.num_train.push_back(static_cast<std::int64_t>(part->train.size()));
+      served += (served.empty() ? "" : ",") + std::to_string(p);
     }
-    std::string served;
-    for (size_t i = 0; i < mine.size(); ++i)
-      served += (i ? "," : "") + std::to_string(mine[i]);
-    role.view_secret = members.view.secret;
     self->request(node, std::chrono::seconds(10), serve_atom_v, role, local_key)
         .receive([](bool) {}, [&](caf::error& e) { throw std::runtime_error(sys.render(e)); });
     return served;
@@ -292,11 +291,18 @@ int run_node(int argc, char** argv) {
                   static_cast<double>(total) / 1e6);
     self->send(node, fetching_atom_v, std::string(status), local_key);
   };
-  if (mode.kind == launch_mode::joiner) {
+  // A joiner fetches the partitions it is given that it lacks (also those a recovery gives it).
+  auto fetch_missing = [&](const wire::membership_view& v) {
+    if (!seed_files) return;
     std::vector<std::string> mine;
-    for (int p : members.view.members[static_cast<size_t>(id)].partitions)
-      mine.push_back(partition_file(p));
+    for (int p : v.members[static_cast<size_t>(id)].partitions)
+      if (!parts.count(p)) mine.push_back(partition_file(p));
     seed_files->fetch(mine, fetch_progress);
+  };
+  fetch_missing(members.view);
+  if (mode.kind == launch_mode::joiner && !s.resume.empty()) {
+    start = load_cluster_start_at(s, rc, ws.run_id, meta.num_parts, members.view.resume_step);
+    ws.start = start.state;
   }
   if (mode.kind != launch_mode::static_peers) served = serve(members);
   say("partition " + served + " (" + std::to_string(n) + " nodes, view " +
@@ -312,111 +318,53 @@ int run_node(int argc, char** argv) {
       largest_download = std::max(largest_download, bytes);
     }
   }
-  const deadline until = std::chrono::steady_clock::now() +
-                         std::chrono::seconds(opts.integer("connect-timeout", 1)) +
-                         std::chrono::seconds(largest_download / 10'000'000);
-  std::vector<node_actor> nodes(n);
-  nodes[static_cast<size_t>(id)] = node;
-  cluster_handles view;
-  view.batchers.resize(static_cast<size_t>(meta.num_parts));
-  view.shards.resize(static_cast<size_t>(meta.num_parts));
-  view.stores.resize(static_cast<size_t>(meta.num_parts));
-  auto fail = [&](const std::string& what) { throw std::runtime_error(me_name + ": " + what); };
-  // Ask `what` of rank p until it stops answering not_ready (it may still load its partitions).
-  auto ask_until_ready = [&](size_t p, const char* what, auto&& ask) {
-    while (true) {
-      const caf::error e = ask();
-      if (!e) return;
-      const bool not_ready = e.category() == caf::detail::error_factory<actor_errc>::category &&
-                             e.code() == static_cast<std::uint8_t>(actor_errc::not_ready);
-      if (!not_ready || std::chrono::steady_clock::now() > until)
-        fail(std::string(what) + " node " + std::to_string(p) + " failed: " + sys.render(e));
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  };
-  // Rank p's worker actors, whose handles come in the reply of its node actor.
-  auto take_workers = [&](size_t p) {
-    const auto& theirs = members.view.members[p].partitions;
-    ask_until_ready(p, "asking for the actors of", [&] {
-      caf::error failure;
-      self->request(nodes[p], std::chrono::seconds(10), workers_atom_v)
-          .receive(
-              [&](peer_view& w) {
-                if (w.batchers.size() != theirs.size() || w.shards.size() != theirs.size() ||
-                    w.stores.size() != theirs.size()) {
-                  failure =
-                      actor_error(actor_errc::rejected, "it named the wrong number of actors");
-                  return;
-                }
-                for (size_t i = 0; i < theirs.size(); ++i) {
-                  const auto part = static_cast<size_t>(theirs[i]);
-                  view.batchers[part] = caf::actor_cast<batch_actor>(w.batchers[i]);
-                  view.shards[part] = caf::actor_cast<shard_actor>(w.shards[i]);
-                  view.stores[part] = caf::actor_cast<store_actor>(w.stores[i]);
-                }
-              },
-              [&](caf::error& e) { failure = std::move(e); });
-      return failure;
-    });
-  };
-  // Node K connects to every p < K and greets it with its own node actor; p reaches K through
-  // that actor over the same connection. One connection per pair of nodes, made by the higher
-  // rank: CAF 0.17's BASP can leave a route that drops every message when two nodes connect to
-  // each other (seen about once in ten 4-node runs when both did), and with TLS a second
-  // connection between two nodes never carries a reply.
-  auto connect_to = [&](size_t p) {
-    const auto& m = members.view.members[p];
-    // One connection per pair of nodes: a joiner already reached the seed (rank 0).
-    nodes[p] = p == 0 && seed_node ? seed_node
-                                   : connect<node_actor>(sys, {m.host, m.port}, until, "node",
-                                                         mode.tls.has_value());
-    ask_until_ready(p, "greeting", [&] {
-      caf::error failure;
-      self->request(nodes[p], std::chrono::seconds(10), greet_atom_v,
-                    node_greeting{static_cast<std::int32_t>(id), identity.lines,
-                                  caf::actor_cast<caf::strong_actor_ptr>(node), members.view.secret,
-                                  p == 0 ? kill_token : ""})
-          .receive([](std::int32_t) {}, [&](caf::error& e) { failure = std::move(e); });
-      return failure;
-    });
-    take_workers(p);
-  };
-  auto greeting_of = [&](size_t p) {
-    caf::strong_actor_ptr theirs;
-    std::string refused;
-    self->request(node, std::chrono::seconds(10), greeted_atom_v, static_cast<std::int32_t>(p))
-        .receive([&](node_greeting& g) { theirs = g.node; },
-                 [&](caf::error& e) { refused = sys.render(e); });
-    if (!refused.empty()) fail("refused node " + std::to_string(p) + ": " + refused);
-    return theirs;
-  };
-  take_workers(static_cast<size_t>(id));
-  for (size_t p = 0; p < static_cast<size_t>(id); ++p)
-    connect_to(p);
-  for (size_t p = static_cast<size_t>(id) + 1; p < n; ++p) {
-    caf::strong_actor_ptr theirs;
-    while (!(theirs = greeting_of(p))) {
-      if (std::chrono::steady_clock::now() > until)
-        fail("node " + std::to_string(p) + " never connected (see --connect-timeout)");
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    nodes[p] = caf::actor_cast<node_actor>(theirs);
-    take_workers(p);
-  }
-  const peer_view all = view.view();
-  // Through the node actor, which answers node 0's readiness question only from now on.
-  self->request(node, std::chrono::seconds(10), view_atom_v, all, local_key)
-      .receive([](bool) {}, [&](caf::error& e) { fail("the view: " + sys.render(e)); });
+  const auto connect_time = std::chrono::seconds(opts.integer("connect-timeout", 1)) +
+                            std::chrono::seconds(largest_download / 10'000'000);
+  node_mesh mesh(sys, self, node, local_key, mode.tls.has_value(), meta.num_parts);
+  mesh.form(members, identity.lines, seed_node, kill_token,
+            std::chrono::steady_clock::now() + connect_time);
   say("connected to " + std::to_string(n - 1) + " peers");
 
+  // A recovery, on every surviving node: the workers roll back to the commit the view names and
+  // serve the view's partitions (the ones kept and the ones adopted), then take every member's
+  // new workers. Steps after that commit are redone exactly (see --recover).
+  const cluster_start first_start = start;  // before any commit of this run, rolls back here
+  auto move_to = [&](const wire::membership_view& next) {
+    for (const auto& w : local)
+      stop_worker(self, w);
+    local.clear();
+    members.view = next;
+    start = next.resume_step == first_start.next_step
+                ? first_start
+                : load_cluster_start_in(s.checkpoint_dir, rc, ws.run_id, meta.num_parts,
+                                        next.resume_step);
+    ws.start = start.state;
+    fetch_missing(next);
+    served = serve(members);
+    say("view " + std::to_string(next.id) + ": serving partition " + served +
+        ", rolled back to step " + std::to_string(next.resume_step));
+    mesh.rewire(members, std::chrono::steady_clock::now() + connect_time);
+  };
   if (board && mode.kind == launch_mode::static_peers) board->set_view(members.view);
   if (id != 0) {
     // Serve until node 0 goes away; it said bye first if the run ended (every node stays until
     // then, so no connection closes while node 0 still says bye to the others).
     self->monitor(node);
-    self->monitor(nodes[0]);
-    bool node0_gone = false;
-    self->receive([&](caf::down_msg& d) { node0_gone = d.source == nodes[0].address(); });
+    self->monitor(mesh.node_of(0));
+    bool node0_gone = false, down = false;
+    while (!down) {
+      self->receive(
+          [&](caf::down_msg& d) {
+            down = true;
+            node0_gone = d.source == mesh.node_of(0).address();
+          },
+          caf::after(std::chrono::milliseconds(100)) >> [] {});
+      if (down || !adopt) continue;
+      std::vector<char> next;
+      self->request(node, std::chrono::seconds(10), recovery_atom_v, local_key)
+          .receive([&](std::vector<char>& b) { next = std::move(b); }, [](caf::error&) {});
+      if (!next.empty()) move_to(wire::decode_membership_view(ctx, next));
+    }
     bool clean = false;
     if (node0_gone) {
       self->request(node, std::chrono::seconds(10), farewell_atom_v, local_key)
@@ -428,59 +376,85 @@ int run_node(int argc, char** argv) {
   }
 
   // Node 0: wait until every node's actors reached every other node's once, then train.
-  coordinator coord(self.ptr(), view.batchers, view.shards, view.stores, ctx, ws.timeout);
-  std::vector<std::size_t> train_sizes(static_cast<size_t>(meta.num_parts));
-  for (size_t p = 0; p < n; ++p) {
-    const auto& theirs = members.view.members[p].partitions;
-    while (true) {
-      bool ok = false;
-      self->request(nodes[p], std::chrono::seconds(10), ready_atom_v, all)
-          .receive(
-              [&](std::vector<std::int64_t>& num_train) {
-                if (num_train.size() != theirs.size()) return;
-                for (size_t i = 0; i < theirs.size(); ++i)
-                  train_sizes[static_cast<size_t>(theirs[i])] =
-                      static_cast<std::size_t>(num_train[i]);
-                ok = true;
-              },
-              [&](caf::error&) {});
-      if (ok) break;
-      if (std::chrono::steady_clock::now() > until)
-        fail("node " + std::to_string(p) + " never became ready");
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
+  std::optional<coordinator> coord;
+  std::vector<std::size_t> train_sizes;
+  auto wire_coordinator = [&] {
+    coord.reset();
+    const auto& h = mesh.handles();
+    coord.emplace(self.ptr(), h.batchers, h.shards, h.stores, ctx, ws.timeout);
+    train_sizes = mesh.wait_ready(std::chrono::steady_clock::now() + connect_time);
+  };
+  wire_coordinator();
   std::vector<double> losses;
   cluster_result result;
-  try {
-    const auto per_epoch = batches_per_epoch(train_sizes, s.batch_size);
-    if (board) {
-      board->set_steps_per_epoch(per_epoch);
-      board->set_phase("training");
-    }
-    result = drive_training(
-        coord, s, rc, per_epoch, start.next_step, *report,
-        [&](std::uint64_t step, double loss) {
-          losses.push_back(loss);
-          if (board) board->on_step(step, loss);
-        },
-        [&]() -> console_asks {
-          if (!board) return {};
-          // A paused run still notices a failed cluster within a second.
-          return board->between_steps([&] {
-            const coordinator_status st = coord.status();
-            if (st.phase() == coordinator_phase::failed) throw std::runtime_error(st.error);
+  std::uint64_t first_step = start.next_step;
+  std::uint64_t recoveries = 0;
+  while (true) {
+    try {
+      const auto per_epoch = batches_per_epoch(train_sizes, s.batch_size);
+      if (board) {
+        board->set_steps_per_epoch(per_epoch);
+        board->set_phase("training");
+      }
+      result = drive_training(
+          *coord, s, rc, per_epoch, first_step, *report,
+          [&](std::uint64_t step, double loss) {
+            losses.push_back(loss);
+            if (board) board->on_step(step, loss);
+          },
+          [&]() -> console_asks {
+            if (!board) return {};
+            // A paused run still notices a failed cluster within a second.
+            return board->between_steps([&] {
+              const coordinator_status st = coord->status();
+              if (st.phase() == coordinator_phase::failed) throw std::runtime_error(st.error);
+            });
           });
-        });
-  } catch (const std::exception& e) {
-    if (board) board->set_phase("failed");
-    throw std::runtime_error(me_name + ": " + with_node_of_partition(members.view, e.what()));
+      break;
+    } catch (const std::exception& e) {
+      const std::string why = with_node_of_partition(members.view, e.what());
+      const std::vector<int> lost =
+          adopt ? lost_members(self, mesh, members.view, std::chrono::seconds(2))
+                : std::vector<int>{};
+      if (lost.empty()) {
+        if (board) board->set_phase("failed");
+        throw std::runtime_error(me_name + ": " + why);
+      }
+      // Back to the last commit of this training (before any: where it started).
+      stopwatch clock;
+      const coordinator_status st = coord->status();
+      const std::uint64_t back_to = st.commits > 0 ? st.committed_next_step : first_step;
+      const wire::membership_view next = adopted_view(members.view, lost, back_to);
+      std::string gone;
+      for (int r : lost)
+        gone += (gone.empty() ? "" : ", ") + std::to_string(r);
+      say("lost node " + gone + " at step " + std::to_string(st.step) + " (" + why + ")");
+      say("view " + std::to_string(next.id) + ": " + moved_partitions(members.view, next) +
+          "; every node rolls back to step " + std::to_string(back_to) + " (the last commit)");
+      if (board) {
+        board->set_phase("recovering");
+        board->set_view(next);
+      }
+      announce_view(self, mesh, ctx, next);
+      coord.reset();
+      move_to(next);
+      wire_coordinator();
+      losses.resize(back_to - first_start.next_step);
+      first_step = back_to;
+      ++recoveries;
+      char took[32];
+      std::snprintf(took, sizeof took, "%.2f", clock.seconds());
+      say("recovered in " + std::string(took) + " s: redoing steps " + std::to_string(back_to) +
+          " to " + std::to_string(st.step));
+    }
   }
+  result.recoveries = recoveries;
   report->finish();
   if (board) board->set_phase("finished");
   print_node_summary(result, *report, losses);
   for (size_t p = 1; p < n; ++p) {
-    self->request(nodes[p], std::chrono::seconds(10), bye_atom_v, members.view.secret)
+    if (members.view.members[p].lost) continue;
+    self->request(mesh.node_of(p), std::chrono::seconds(10), bye_atom_v, members.view.secret)
         .receive([](bool) {},
                  [&](caf::error& e) {
                    std::fprintf(stderr, "node 0: stopping node %zu: %s\n", p,

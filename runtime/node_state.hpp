@@ -46,6 +46,8 @@ struct node_state {
   std::string kill_token;
   bool polling = false;   ///< node 0: asking the members their figures each second
   bool farewell = false;  ///< node 0 said bye: its going away is the end of the run
+  /// A newer view node 0 announced after losing a member, until this node's runtime takes it.
+  std::vector<char> recovery;
 
   std::string me() const {
     return role ? "node " + std::to_string(role->rank) : std::string(seed ? "the seed" : "node");

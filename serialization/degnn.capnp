@@ -162,6 +162,7 @@ struct Member {
   port @2 :UInt16;
   name @3 :Text;
   partitions @4 :List(Int32); # the partitions this member serves
+  lost @5 :Bool;              # lost in a recovery: serves nothing now, kept so ranks stay put
 }
 
 struct MembershipView {

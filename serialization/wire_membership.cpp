@@ -89,6 +89,7 @@ bytes encode(const context& c, const membership_view& m) {
     mr.setPort(v.port);
     mr.setName(v.name);
     set_ints(mr.initPartitions(static_cast<unsigned>(v.partitions.size())), v.partitions);
+    mr.setLost(v.lost);
   }
   return to_bytes(mb);
 }
@@ -117,7 +118,11 @@ membership_view decode_membership_view(const context& c, std::span<const char> b
       if (v.port == 0) rd.fail("member " + std::to_string(v.rank) + " has port 0");
       v.name = text(rd, mr.getName(), "member name", false);
       v.partitions = to_vector(mr.getPartitions());
-      if (v.partitions.empty())
+      v.lost = mr.getLost();
+      if (v.lost && (v.rank == 0 || !v.partitions.empty()))
+        rd.fail("member " + std::to_string(v.rank) + " is lost but " +
+                (v.rank == 0 ? "is the coordinator" : "still serves partitions"));
+      if (v.partitions.empty() && !v.lost)
         rd.fail("member " + std::to_string(v.rank) + " serves no partition");
       served.insert(served.end(), v.partitions.begin(), v.partitions.end());
       m.members.push_back(std::move(v));

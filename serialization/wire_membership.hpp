@@ -30,7 +30,8 @@ struct view_member {
   std::string host;
   std::uint16_t port = 0;
   std::string name;
-  std::vector<std::int32_t> partitions;
+  std::vector<std::int32_t> partitions;  ///< empty only when lost
+  bool lost = false;  ///< lost in a recovery (its partitions moved to others); rank 0 never is
 };
 
 struct membership_view {

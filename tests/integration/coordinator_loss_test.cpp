@@ -85,13 +85,12 @@ class NodeLoss : public ::testing::Test {
     return seed_step;
   }
 
-  // Starts the three nodes again with --resume on their own folders to the end of the epoch after
-  // the seed's commit, and compares node 0's losses with the in-process cluster resumed from the
-  // same file (under a commit record naming the in-process run).
-  void resume_and_compare(std::uint64_t seed_step) {
-    const int epochs = static_cast<int>(seed_step / steps_per_epoch_) + 1;
-    const committed_checkpoint c = load_committed_checkpoint(folder(0));
+  // The losses of the in-process cluster resumed from checkpoint c to the end of `epochs`: the
+  // same file under a commit record naming the in-process run.
+  std::vector<double> reference_losses(const committed_checkpoint& c, int epochs,
+                                       const std::string& pipeline = "centralized") {
     train_settings s = small_run_reference(data_, dir_.path / "parts", epochs);
+    s.pipeline = pipeline;
     // The same file under a record naming the in-process run (its own settings' run id).
     const fs::path ref = dir_.path / "reference";
     fs::create_directories(ref);
@@ -106,7 +105,17 @@ class NodeLoss : public ::testing::Test {
     std::vector<double> expected;
     training_report quiet("reference", "", false);
     train_cluster(s, d_, quiet, [&](std::uint64_t, double loss) { expected.push_back(loss); });
-    ASSERT_FALSE(expected.empty());
+    EXPECT_FALSE(expected.empty());
+    return expected;
+  }
+
+  // Starts the three nodes again with --resume on their own folders to the end of the epoch after
+  // the seed's commit, and compares node 0's losses with the in-process cluster resumed from the
+  // same file (under a commit record naming the in-process run).
+  void resume_and_compare(std::uint64_t seed_step) {
+    const int epochs = static_cast<int>(seed_step / steps_per_epoch_) + 1;
+    const std::vector<double> expected =
+        reference_losses(load_committed_checkpoint(folder(0)), epochs);
 
     const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
     child_process n0(
@@ -134,19 +143,66 @@ class NodeLoss : public ::testing::Test {
           << "node " << k;
   }
 
+  // --recover adopt: node 2 crashes in the last epoch; node 0 finds it lost, gives its partition to
+  // node 1 in view 2, every node rolls back to the last commit (the previous epoch's end) and the
+  // run goes on to its end without a restart. The steps after the commit are redone exactly: node
+  // 0's losses from there on equal those of the in-process cluster resumed from that commit.
+  // Checkpoints at epoch ends only, so the file rolled back to is still kept at the end.
+  void adopt_and_compare(const std::string& pipeline) {
+    const int epochs = 5;
+    const std::uint64_t commit = 4 * steps_per_epoch_;
+    const std::uint64_t crash_after = commit + 2;  // 3 steps into the last epoch
+    std::string out0, out1;
+    {
+      auto nodes =
+          start_long_run({"--crash-after-step", std::to_string(crash_after)}, epochs,
+                         {"--recover", "adopt", "--checkpoint-every", "0", "--pipeline", pipeline});
+      child_process &n0 = *nodes[0], &n1 = *nodes[1], &n2 = *nodes[2];
+      EXPECT_EQ(n2.wait(120s), 137) << read_file(log("run2"));
+      const int rc0 = n0.wait(120s), rc1 = n1.wait(30s);
+      out0 = read_file(log("run0"));
+      out1 = read_file(log("run1"));
+      ASSERT_EQ(rc0, 0) << out0 << out1;
+      EXPECT_EQ(rc1, 0) << out1;
+    }
+    EXPECT_TRUE(contains(out0, "lost node 2 at step")) << out0;
+    EXPECT_TRUE(contains(out0, "partition 2 (node 2) to node 1")) << out0;
+    EXPECT_TRUE(contains(out1, "view 2: serving partition 1,2")) << out1;
+    EXPECT_EQ(summary_field(out0, R"("recoveries":(\d+))"), "1") << out0;
+    EXPECT_EQ(summary_field(out0, R"("replicas_identical":(\w+))"), "true") << out0;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(out0, m, std::regex(R"(rolls back to step (\d+))"))) << out0;
+    const std::uint64_t back_to = std::stoull(m[1].str());
+    EXPECT_EQ(back_to, commit) << out0;
+    const std::vector<double> expected =
+        reference_losses(load_checkpoint_of_step(folder(0), back_to), epochs, pipeline);
+    const std::vector<double> remote = step_losses(out0);
+    ASSERT_EQ(remote.size(), back_to + expected.size()) << out0;
+    for (size_t i = 0; i < expected.size(); ++i)
+      EXPECT_NEAR(remote[back_to + i], expected[i], 1e-6 * std::max(1.0, std::abs(expected[i])))
+          << "step " << back_to + i;
+    // Both survivors committed the run's end; node 1 also for the partition it adopted.
+    const auto end = static_cast<std::uint64_t>(epochs) * steps_per_epoch_;
+    EXPECT_EQ(load_committed_checkpoint(folder(0)).record.next_step, end);
+    EXPECT_EQ(read_commit_record(replica_checkpoint_dir(folder(1), 2))->next_step, end);
+  }
+
   // Node 0 (the seed) and nodes 1 and 2 of a long run, logging to run0..run2; `extra2` goes to
   // node 2.
+  // `all` goes to every node, `epochs` ends the run.
   std::vector<std::unique_ptr<child_process>> start_long_run(
-      const std::vector<std::string>& extra2) {
+      const std::vector<std::string>& extra2, int epochs = kLongRun,
+      const std::vector<std::string>& all = {}) {
     const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
     std::vector<std::unique_ptr<child_process>> n;
-    n.push_back(std::make_unique<child_process>(
-        node_args(dir_.path, 0, kLongRun, {"--is-seed", "--listen", seed, "--nodes", "3"}),
-        log("run0")));
+    std::vector<std::string> a0 = {"--is-seed", "--listen", seed, "--nodes", "3"};
+    a0.insert(a0.end(), all.begin(), all.end());
+    n.push_back(std::make_unique<child_process>(node_args(dir_.path, 0, epochs, a0), log("run0")));
     for (int k = 1; k < 3; ++k) {
       std::vector<std::string> a = {"--join", seed, "--rank-hint", std::to_string(k)};
+      a.insert(a.end(), all.begin(), all.end());
       if (k == 2) a.insert(a.end(), extra2.begin(), extra2.end());
-      n.push_back(std::make_unique<child_process>(node_args(dir_.path, k, kLongRun, a),
+      n.push_back(std::make_unique<child_process>(node_args(dir_.path, k, epochs, a),
                                                   log("run" + std::to_string(k))));
     }
     return n;
@@ -197,6 +253,14 @@ TEST_F(NodeLoss, AWorkerCrashedAtANamedStepLeavesACommitAndTheClusterResumesFrom
   const std::uint64_t seed_step = expect_commits(3 * steps_per_epoch_);
   EXPECT_LE(seed_step, crash_after + 1);
   resume_and_compare(seed_step);
+}
+
+TEST_F(NodeLoss, AWorkerCrashedAtANamedStepIsAdoptedByASurvivorAndTheRunGoesOn) {
+  adopt_and_compare("centralized");
+}
+
+TEST_F(NodeLoss, AWorkerCrashedAtANamedStepIsAdoptedInTheDecentralizedPipelineToo) {
+  adopt_and_compare("decentralized");
 }
 
 // A static cluster stopped during a commit: node 2 never wrote the last record, so the nodes'

@@ -53,7 +53,7 @@ int probe_workers(caf::actor_system& sys, std::uint16_t port, const std::string&
   }
   if (!node) return -1;
   peer_view w;
-  self->request(*node, 10s, workers_atom_v)
+  self->request(*node, 10s, workers_atom_v, std::uint64_t{1})
       .receive([&](peer_view& v) { w = v; }, [](caf::error&) {});
   if (w.shards.size() != 1) return -1;
   const auto shard = caf::actor_cast<shard_actor>(w.shards[0]);
