@@ -47,8 +47,11 @@ std::vector<option_spec> node_option_specs() {
                    "test runs: the console may kill or stop nodes (every node must say so)", true});
   specs.push_back({"recover", "off",
                    "off: a lost member stops the cluster (restart with --resume); adopt: the "
-                   "survivors take over its partitions, roll back to the last commit and go on "
-                   "(needs --checkpoint-dir; every node must say the same)"});
+                   "survivors take over its partitions; replace: a new node joining through the "
+                   "seed does (within --replace-timeout). Both roll back to the last commit and "
+                   "go on (need --checkpoint-dir; every node must say the same)"});
+  specs.push_back({"replace-timeout", "120",
+                   "--recover replace: seconds node 0 waits for a replacement to join"});
   specs.push_back({"crash-after-step", "",
                    "fault injection: this node kills itself (SIGKILL) when a step after global "
                    "step N reaches it, as a crash at that point would"});
@@ -62,15 +65,20 @@ std::vector<option_spec> node_option_specs() {
   return specs;
 }
 
-bool read_recover_mode(const option_set& opts, const train_settings& s) {
+std::string read_recover_mode(const option_set& opts, const train_settings& s,
+                              const launch_mode& mode) {
   const std::string how = opts.str("recover");
-  if (how != "off" && how != "adopt")
-    throw config_error("--recover " + how + ": off or adopt (a replacement node is not taken yet)");
-  if (how == "adopt" && s.checkpoint_dir.empty())
+  if (how != "off" && how != "adopt" && how != "replace")
+    throw config_error("--recover " + how + ": off, adopt or replace");
+  if (how != "off" && s.checkpoint_dir.empty())
+    throw config_error("--recover " + how +
+                       " rolls the cluster back to its last commit: it needs --checkpoint-dir "
+                       "(and --checkpoint-every N for commits inside an epoch)");
+  if (how == "replace" && mode.kind == launch_mode::static_peers)
     throw config_error(
-        "--recover adopt rolls the cluster back to its last commit: it needs --checkpoint-dir "
-        "(and --checkpoint-every N for commits inside an epoch)");
-  return how == "adopt";
+        "--recover replace takes a new node through the seed; a --peers cluster has none (use "
+        "--recover adopt)");
+  return how;
 }
 
 launch_mode read_launch_mode(const option_set& opts) {

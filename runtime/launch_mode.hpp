@@ -39,8 +39,10 @@ struct launch_mode {
 launch_mode read_launch_mode(const option_set& opts);
 
 struct train_settings;
-/// --recover: true (adopt) when the survivors take over a lost member's partitions and the
-/// cluster rolls back to its last commit; adopt needs a checkpoint folder.
-bool read_recover_mode(const option_set& opts, const train_settings& s);
+/// --recover: "off" (a lost member stops the cluster), "adopt" (the survivors take over its
+/// partitions) or "replace" (a new node joining through the seed does); both roll the cluster
+/// back to its last commit, so they need a checkpoint folder, and replace needs a seed.
+std::string read_recover_mode(const option_set& opts, const train_settings& s,
+                              const launch_mode& mode);
 
 }  // namespace degnn

@@ -129,6 +129,16 @@ caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<ch
       cluster_identity{st.identity}.difference(j.identity, "the seed", "joiner '" + j.name + "'");
   if (!diff.empty()) return refuse("settings that must agree differ: " + diff);
   const std::uint64_t key = ++st.next_key;
+  // A formed cluster takes a node only as the replacement node 0 waits for after a loss.
+  if (st.seed->joins.closed() && st.replacing) {
+    if (st.log)
+      st.log("replacement " + j.name + " at " + j.host + ":" + std::to_string(j.port) + " joined");
+    auto rp = self->make_response_promise<std::vector<char>>();
+    st.joins[key] = {rp, caf::actor_cast<caf::actor_addr>(sender)};
+    st.replacing->deliver(b);
+    st.replacing.reset();
+    return rp;
+  }
   if (auto why = st.seed->joins.add(key, {j.host, j.port, j.rank_hint, j.name}); !why.empty())
     return refuse("joiner '" + j.name + "': " + why);
   auto& rv = st.seed->joins;
@@ -189,9 +199,19 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
           return actor_error(actor_errc::rejected, "only the seed serves partition files");
         try {
           // A request is a few hundred bytes: anything larger is refused unread.
-          const auto req = wire::decode_file_chunk_request(wire::context{.max_bytes = 4096}, b);
-          return wire::encode(wire::context{},
-                              read_chunk(st.seed->partitions, st.seed->files, req));
+          auto req = wire::decode_file_chunk_request(wire::context{.max_bytes = 4096}, b);
+          const std::string prefix = kSeedCheckpointPrefix;
+          if (req.path.rfind(prefix, 0) != 0 || st.seed->checkpoints.empty())
+            return wire::encode(wire::context{},
+                                read_chunk(st.seed->partitions, st.seed->files, req));
+          // A checkpoint file offered to a replacement: read from the checkpoint folder.
+          const wire::file_entry* f = st.seed->files.find(req.path);
+          if (!f) throw std::runtime_error("'" + req.path + "' is not offered");
+          wire::file_manifest one{{*f}};
+          one.files[0].path = req.path = req.path.substr(prefix.size());
+          wire::file_chunk c = read_chunk(st.seed->checkpoints, one, req);
+          c.path = prefix + c.path;
+          return wire::encode(wire::context{}, c);
         } catch (const std::exception& e) {
           if (st.log)
             st.log("refused a file chunk to " + sender_name(self->current_sender()) + ": " +
@@ -430,6 +450,10 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
                                                        " is not after view " +
                                                        std::to_string(st.role->view_id));
         st.recovery = bytes;
+        for (std::int32_t r : view.replaced) {
+          st.greeted.erase(r);
+          st.refused.erase(r);
+        }
         if (st.log) st.log("view " + std::to_string(view.id) + " announced by node 0");
         return true;
       },
@@ -437,6 +461,49 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         if (!from_this_process(self, key))
           return actor_error(actor_errc::rejected, "asked outside this node's process");
         return std::exchange(self->state.recovery, {});
+      },
+      [self](replace_atom, const std::string& key) -> caf::result<std::vector<char>> {
+        auto& st = self->state;
+        if (!from_this_process(self, key) || !st.seed)
+          return actor_error(actor_errc::rejected, "asked outside the seed's process");
+        if (st.replacing) st.replacing->deliver(actor_error(actor_errc::rejected, "asked again"));
+        st.replacing = self->make_response_promise<std::vector<char>>();
+        return *st.replacing;
+      },
+      [self](place_atom, const std::vector<char>& bytes,
+             const std::string& key) -> caf::result<bool> {
+        auto& st = self->state;
+        if (!from_this_process(self, key) || !st.seed)
+          return actor_error(actor_errc::rejected, "asked outside the seed's process");
+        wire::membership_view view;
+        try {
+          view = wire::decode_membership_view(st.ctx, bytes);
+        } catch (const wire::wire_error& e) {
+          return actor_error(actor_errc::rejected, e.what());
+        }
+        for (std::int32_t r : view.replaced) {
+          st.greeted.erase(r);
+          st.refused.erase(r);
+        }
+        for (auto& [k, pj] : st.joins)
+          pj.reply.deliver(bytes);
+        st.joins.clear();
+        return true;
+      },
+      [self](offer_atom, const std::string& path, const std::string& key) -> caf::result<bool> {
+        auto& st = self->state;
+        if (!from_this_process(self, key) || !st.seed || st.seed->checkpoints.empty())
+          return actor_error(actor_errc::rejected, "asked outside the seed's process");
+        try {
+          wire::file_entry e = entry_of(st.seed->checkpoints, path);
+          e.path = kSeedCheckpointPrefix + path;
+          auto& files = st.seed->files.files;
+          std::erase_if(files, [&](const wire::file_entry& f) { return f.path == e.path; });
+          files.push_back(std::move(e));
+          return true;
+        } catch (const std::exception& e) {
+          return actor_error(actor_errc::internal, e.what());
+        }
       },
       [self](farewell_atom, const std::string& key) -> caf::result<bool> {
         if (!from_this_process(self, key))

@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <optional>
 
 #include "actors/coordinator.hpp"
@@ -88,6 +89,9 @@ CAF_ADD_ATOM(degnn_runtime, degnn, node_stats_atom, "nodestats")
 CAF_ADD_ATOM(degnn_runtime, degnn, stats_poll_atom, "statspoll")
 CAF_ADD_ATOM(degnn_runtime, degnn, recover_atom, "recover")
 CAF_ADD_ATOM(degnn_runtime, degnn, recovery_atom, "recovery")
+CAF_ADD_ATOM(degnn_runtime, degnn, replace_atom, "replace")
+CAF_ADD_ATOM(degnn_runtime, degnn, place_atom, "place")
+CAF_ADD_ATOM(degnn_runtime, degnn, offer_atom, "offer")
 CAF_END_TYPE_ID_BLOCK(degnn_runtime)
 
 namespace degnn {
@@ -121,7 +125,11 @@ namespace degnn {
 /// second, for the console's `nodes`), recover (node 0 with the view's secret: a new encoded
 /// wire::membership_view after a member was lost -> true; this node's runtime picks it up,
 /// rolls its workers back and serves the new view's role), recovery (this process only -> the
-/// view node 0 announced and nobody took yet, or nothing).
+/// view node 0 announced and nobody took yet, or nothing); on the seed, this process only:
+/// replace (-> the encoded join request of the next node that joins the formed cluster, held
+/// until place), place (the new view -> true: the held joiners get it, and the ranks it
+/// replaced may greet again), offer (a file of the seed's checkpoint folder -> true: listed in
+/// the manifest under checkpoint/ and served like a partition file).
 using node_actor =
     caf::typed_actor<caf::replies_to<manifest_atom>::with<std::vector<char>>,
                      caf::replies_to<chunk_atom, std::vector<char>>::with<std::vector<char>>,
@@ -144,7 +152,10 @@ using node_actor =
                      caf::replies_to<node_stats_atom>::with<std::vector<std::int64_t>>,
                      caf::reacts_to<stats_poll_atom, std::string>,
                      caf::replies_to<recover_atom, std::vector<char>, std::string>::with<bool>,
-                     caf::replies_to<recovery_atom, std::string>::with<std::vector<char>>>;
+                     caf::replies_to<recovery_atom, std::string>::with<std::vector<char>>,
+                     caf::replies_to<replace_atom, std::string>::with<std::vector<char>>,
+                     caf::replies_to<place_atom, std::vector<char>, std::string>::with<bool>,
+                     caf::replies_to<offer_atom, std::string, std::string>::with<bool>>;
 
 /// The seed's part: its rendezvous, and how long it waits for more nodes once MIN joined.
 struct seed_role {
@@ -154,6 +165,7 @@ struct seed_role {
   std::filesystem::path partitions;  ///< the partition set it serves to nodes that lack files
   wire::file_manifest files;         ///< ... and its manifest
   std::uint64_t resume_step = 0;     ///< resuming: the step of the seed's last commit (view)
+  std::filesystem::path checkpoints;  ///< node 0's checkpoint folder (files it offers)
 };
 
 /// Node 0's part: the status board the console reads, and with TLS the files that check an

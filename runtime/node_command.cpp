@@ -141,8 +141,12 @@ int run_node(int argc, char** argv) {
   const bool allow_faults = opts.flag("allow-faults");
   const std::string kill_token = allow_faults ? random_hex(16) : "";
   identity.lines.push_back(std::string("fault_commands=") + (allow_faults ? "allowed" : "refused"));
-  const bool adopt = read_recover_mode(opts, s);
-  identity.lines.push_back(std::string("recover=") + (adopt ? "adopt" : "off"));
+  recovery_settings recovery{read_recover_mode(opts, s, mode),
+                             s.checkpoint_dir,
+                             std::chrono::seconds(opts.integer("replace-timeout", 1, 86'400)),
+                             {}};
+  const bool recovers = recovery.mode != "off";
+  identity.lines.push_back("recover=" + recovery.mode);
   const bool coordinates =
       mode.kind == launch_mode::seed || (mode.kind == launch_mode::static_peers && mode.id == 0);
   // Node 0 opens its metrics file now: a bad path is refused before the cluster forms.
@@ -191,7 +195,7 @@ int run_node(int argc, char** argv) {
                                       : mode.name}),
         std::chrono::milliseconds(
             static_cast<std::int64_t>(opts.real("last-call", 0, 3600) * 1000)),
-        mode.tls, s.partitions, files, start.next_step});
+        mode.tls, s.partitions, files, start.next_step, s.checkpoint_dir});
   }
   // The node actor logs under the name it starts with (it may outlive this function's locals).
   const std::string local_key = random_hex(16);
@@ -254,6 +258,7 @@ int run_node(int argc, char** argv) {
                              sys.render(published.error()));
   }
   const endpoint me{mode.advertise, *published};
+  recovery.seed_address = me.str();
 
   // -- membership: who is in the cluster, which rank this node is, which partitions it serves --
   membership members;
@@ -300,7 +305,13 @@ int run_node(int argc, char** argv) {
     seed_files->fetch(mine, fetch_progress);
   };
   fetch_missing(members.view);
-  if (mode.kind == launch_mode::joiner && !s.resume.empty()) {
+  if (mode.kind == launch_mode::joiner && members.view.id > 1) {
+    // A replacement: the state every member rolled back to comes from the seed.
+    say("replacing a lost node in view " + std::to_string(members.view.id));
+    start = replacement_start(sys, seed_node, mode.seed_address.str(), s.checkpoint_dir, rc,
+                              ws.run_id, meta.num_parts, members.view.resume_step);
+    ws.start = start.state;
+  } else if (mode.kind == launch_mode::joiner && !s.resume.empty()) {
     start = load_cluster_start_at(s, rc, ws.run_id, meta.num_parts, members.view.resume_step);
     ws.start = start.state;
   }
@@ -359,7 +370,7 @@ int run_node(int argc, char** argv) {
             node0_gone = d.source == mesh.node_of(0).address();
           },
           caf::after(std::chrono::milliseconds(100)) >> [] {});
-      if (down || !adopt) continue;
+      if (down || !recovers) continue;
       std::vector<char> next;
       self->request(node, std::chrono::seconds(10), recovery_atom_v, local_key)
           .receive([&](std::vector<char>& b) { next = std::move(b); }, [](caf::error&) {});
@@ -414,8 +425,8 @@ int run_node(int argc, char** argv) {
     } catch (const std::exception& e) {
       const std::string why = with_node_of_partition(members.view, e.what());
       const std::vector<int> lost =
-          adopt ? lost_members(self, mesh, members.view, std::chrono::seconds(2))
-                : std::vector<int>{};
+          recovers ? lost_members(self, mesh, members.view, std::chrono::seconds(2))
+                   : std::vector<int>{};
       if (lost.empty()) {
         if (board) board->set_phase("failed");
         throw std::runtime_error(me_name + ": " + why);
@@ -424,17 +435,19 @@ int run_node(int argc, char** argv) {
       stopwatch clock;
       const coordinator_status st = coord->status();
       const std::uint64_t back_to = st.commits > 0 ? st.committed_next_step : first_step;
-      const wire::membership_view next = adopted_view(members.view, lost, back_to);
       std::string gone;
       for (int r : lost)
         gone += (gone.empty() ? "" : ", ") + std::to_string(r);
       say("lost node " + gone + " at step " + std::to_string(st.step) + " (" + why + ")");
-      say("view " + std::to_string(next.id) + ": " + moved_partitions(members.view, next) +
+      if (board) board->set_phase("recovering");
+      const wire::membership_view next =
+          next_view(self, node, local_key, ctx, members.view, lost, back_to, recovery, say);
+      say("view " + std::to_string(next.id) + ": " +
+          (next.replaced.empty() ? moved_partitions(members.view, next)
+                                 : "node " + gone + " replaced by " +
+                                       next.members[static_cast<size_t>(lost[0])].name) +
           "; every node rolls back to step " + std::to_string(back_to) + " (the last commit)");
-      if (board) {
-        board->set_phase("recovering");
-        board->set_view(next);
-      }
+      if (board) board->set_view(next);
       announce_view(self, mesh, ctx, next);
       coord.reset();
       move_to(next);

@@ -1,6 +1,7 @@
 // Forming the mesh of node actors and taking every partition's worker handles.
 #include "runtime/node_mesh.hpp"
 
+#include <algorithm>
 #include <thread>
 
 namespace degnn {
@@ -95,35 +96,46 @@ void node_mesh::form(const membership& members, const std::vector<std::string>& 
     });
     take_workers(p, until);
   };
-  auto greeting_of = [&](size_t p) {
-    caf::strong_actor_ptr theirs;
+  take_workers(static_cast<size_t>(id), until);
+  // A replacement (a view after the first) joins a running mesh: it connects to every member,
+  // each of which waits for its greeting.
+  const bool replacement = members.view.id > 1;
+  for (size_t p = 0; p < n; ++p) {
+    if (p == static_cast<size_t>(id) || members.view.members[p].lost) continue;
+    if (p < static_cast<size_t>(id) || replacement)
+      connect_to(p);
+    else
+      await_greeting(p, until);
+  }
+  hand_view();
+}
+
+void node_mesh::await_greeting(size_t p, deadline until) {
+  caf::strong_actor_ptr theirs;
+  while (true) {
     std::string refused;
     self_->request(node_, std::chrono::seconds(10), greeted_atom_v, static_cast<std::int32_t>(p))
         .receive([&](node_greeting& g) { theirs = g.node; },
                  [&](caf::error& e) { refused = sys_.render(e); });
     if (!refused.empty()) fail("refused node " + std::to_string(p) + ": " + refused);
-    return theirs;
-  };
-  take_workers(static_cast<size_t>(id), until);
-  for (size_t p = 0; p < static_cast<size_t>(id); ++p)
-    connect_to(p);
-  for (size_t p = static_cast<size_t>(id) + 1; p < n; ++p) {
-    caf::strong_actor_ptr theirs;
-    while (!(theirs = greeting_of(p))) {
-      if (std::chrono::steady_clock::now() > until)
-        fail("node " + std::to_string(p) + " never connected (see --connect-timeout)");
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    nodes_[p] = caf::actor_cast<node_actor>(theirs);
-    take_workers(p, until);
+    if (theirs) break;
+    if (std::chrono::steady_clock::now() > until)
+      fail("node " + std::to_string(p) + " never connected (see --connect-timeout)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  hand_view();
+  nodes_[p] = caf::actor_cast<node_actor>(theirs);
+  take_workers(p, until);
 }
 
 void node_mesh::rewire(const membership& members, deadline until) {
   members_ = members;
-  for (size_t p = 0; p < nodes_.size(); ++p)
-    take_workers(p, until);
+  const auto& replaced = members.view.replaced;
+  for (size_t p = 0; p < nodes_.size(); ++p) {
+    if (std::find(replaced.begin(), replaced.end(), static_cast<std::int32_t>(p)) != replaced.end())
+      await_greeting(p, until);  // a new node at that rank
+    else
+      take_workers(p, until);
+  }
   hand_view();
 }
 

@@ -45,6 +45,8 @@ class node_mesh {
   template <class Ask>
   void ask_until_ready(size_t p, const char* what, deadline until, Ask&& ask);
   void take_workers(size_t p, deadline until);
+  /// Rank p connected to this node (it greeted): its node actor, then its workers.
+  void await_greeting(size_t p, deadline until);
   void hand_view();
 
   caf::actor_system& sys_;

@@ -2,6 +2,12 @@
 #include "runtime/node_recovery.hpp"
 
 #include <algorithm>
+#include <filesystem>
+
+#include "model/commit_record.hpp"
+#include "model/data_error.hpp"
+#include "runtime/partition_transfer.hpp"
+#include "runtime/seed_file_client.hpp"
 
 namespace degnn {
 
@@ -50,6 +56,37 @@ wire::membership_view adopted_view(const wire::membership_view& view, const std:
   return next;
 }
 
+wire::join_request await_replacement(caf::scoped_actor& self, const node_actor& node,
+                                     const std::string& local_key, const wire::context& ctx,
+                                     std::chrono::seconds wait) {
+  std::vector<char> bytes;
+  std::string failure;
+  self->request(node, wait, replace_atom_v, local_key)
+      .receive([&](std::vector<char>& b) { bytes = std::move(b); },
+               [&](caf::error& e) { failure = caf::to_string(e); });
+  if (bytes.empty())
+    throw std::runtime_error("no replacement joined within --replace-timeout (" +
+                             std::to_string(wait.count()) + " s): " + failure);
+  return wire::decode_join_request(ctx, bytes);
+}
+
+wire::membership_view replaced_view(const wire::membership_view& view, const std::vector<int>& lost,
+                                    const std::vector<wire::join_request>& joiners,
+                                    std::uint64_t step) {
+  wire::membership_view next = view;
+  next.id = view.id + 1;
+  next.resume_step = step;
+  next.replaced.clear();
+  for (size_t i = 0; i < lost.size(); ++i) {
+    auto& m = next.members[static_cast<size_t>(lost[i])];
+    m.host = joiners[i].host;
+    m.port = joiners[i].port;
+    m.name = joiners[i].name;
+    next.replaced.push_back(lost[i]);
+  }
+  return next;
+}
+
 std::string moved_partitions(const wire::membership_view& before,
                              const wire::membership_view& after) {
   std::string out;
@@ -64,11 +101,65 @@ std::string moved_partitions(const wire::membership_view& before,
   return out;
 }
 
+wire::membership_view next_view(caf::scoped_actor& self, const node_actor& node,
+                                const std::string& local_key, const wire::context& ctx,
+                                const wire::membership_view& view, const std::vector<int>& lost,
+                                std::uint64_t step, const recovery_settings& rs,
+                                const std::function<void(const std::string&)>& say) {
+  if (rs.mode != "replace") return adopted_view(view, lost, step);
+  // The state every member rolls back to, offered to the replacements (none: a fresh start).
+  try {
+    const committed_checkpoint c = load_checkpoint_of_step(rs.checkpoint_dir, step);
+    const std::string file =
+        std::filesystem::relative(c.folder / c.record.file, rs.checkpoint_dir).string();
+    std::string failure;
+    self->request(node, std::chrono::seconds(30), offer_atom_v, file, local_key)
+        .receive([](bool) {}, [&](caf::error& e) { failure = caf::to_string(e); });
+    if (!failure.empty()) throw std::runtime_error("offering " + file + ": " + failure);
+  } catch (const data_error&) {
+    if (step != 0) throw;
+  }
+  std::vector<wire::join_request> joiners;
+  for (int r : lost) {
+    say("waiting up to " + std::to_string(rs.replace_wait.count()) +
+        " s for a node to replace node " + std::to_string(r) + " (degnn node --join " +
+        rs.seed_address + " with the cluster's settings)");
+    joiners.push_back(await_replacement(self, node, local_key, ctx, rs.replace_wait));
+  }
+  wire::membership_view next = replaced_view(view, lost, joiners, step);
+  std::string failure;
+  self->request(node, std::chrono::seconds(10), place_atom_v, wire::encode(ctx, next), local_key)
+      .receive([](bool) {}, [&](caf::error& e) { failure = caf::to_string(e); });
+  if (!failure.empty()) throw std::runtime_error("placing the replacements: " + failure);
+  return next;
+}
+
+cluster_start replacement_start(caf::actor_system& sys, const node_actor& seed,
+                                const std::string& seed_address, const std::string& checkpoint_dir,
+                                const replica_config& rc, std::uint64_t run_id, int parts,
+                                std::uint64_t step) {
+  const auto here = std::filesystem::path(checkpoint_dir) / "from-seed";
+  seed_file_client files(sys, seed, seed_address, here);
+  const std::string suffix = "/" + checkpoint_file_name(step);
+  for (const auto& f : files.manifest().files) {
+    if (f.path.rfind(kSeedCheckpointPrefix, 0) != 0 || !f.path.ends_with(suffix)) continue;
+    files.fetch({f.path});
+    return load_cluster_start_in((here / kSeedCheckpointPrefix).string(), rc, run_id, parts, step);
+  }
+  if (step != 0)
+    throw std::runtime_error("the seed at " + seed_address + " offers no checkpoint of step " +
+                             std::to_string(step) + ", which the cluster rolled back to");
+  return {};
+}
+
 void announce_view(caf::scoped_actor& self, const node_mesh& mesh, const wire::context& ctx,
                    const wire::membership_view& next) {
   const std::vector<char> bytes = wire::encode(ctx, next);
   for (size_t p = 1; p < next.members.size(); ++p) {
-    if (next.members[p].lost) continue;
+    // A replacement got the view as its join's answer.
+    const auto& r = next.replaced;
+    if (next.members[p].lost || std::find(r.begin(), r.end(), static_cast<int>(p)) != r.end())
+      continue;
     std::string failure;
     self->request(mesh.node_of(p), std::chrono::seconds(10), recover_atom_v, bytes, next.secret)
         .receive([](bool) {}, [&](caf::error& e) { failure = caf::to_string(e); });

@@ -6,9 +6,11 @@
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "runtime/cluster_resume.hpp"
 #include "runtime/node_mesh.hpp"
 #include "serialization/wire_membership.hpp"
 
@@ -25,12 +27,49 @@ std::vector<int> lost_members(caf::scoped_actor& self, const node_mesh& mesh,
 wire::membership_view adopted_view(const wire::membership_view& view, const std::vector<int>& lost,
                                    std::uint64_t step);
 
+/// Node 0 (the seed), --recover replace: the join request of the next node that joins the
+/// formed cluster within `wait` (checked like any joiner: settings, and with TLS its
+/// certificate). The joiner waits for its view until `place_replacements`. Throws on time-out.
+wire::join_request await_replacement(caf::scoped_actor& self, const node_actor& node,
+                                     const std::string& local_key, const wire::context& ctx,
+                                     std::chrono::seconds wait);
+
+/// The view after losing `lost[i]`, each served now by `joiners[i]` at the same rank with the
+/// same partitions: id + 1, resuming at `step`, the ranks listed as replaced.
+wire::membership_view replaced_view(const wire::membership_view& view, const std::vector<int>& lost,
+                                    const std::vector<wire::join_request>& joiners,
+                                    std::uint64_t step);
+
 /// "partition 2 (node 2) to node 3, ..." for the log.
 std::string moved_partitions(const wire::membership_view& before,
                              const wire::membership_view& after);
 
-/// Gives `next` to every survivor other than node 0; throws naming one that refused it or did
-/// not answer.
+struct recovery_settings {
+  std::string mode;            ///< adopt or replace (--recover)
+  std::string checkpoint_dir;  ///< node 0's: the commit a replacement restores is offered there
+  std::chrono::seconds replace_wait{120};
+  std::string seed_address;  ///< where a replacement joins (for the log)
+};
+
+/// Node 0's next view after losing `lost`, rolling back to global step `step`: adopted_view, or
+/// (replace) the checkpoint of `step` offered to joiners, one replacement awaited per lost
+/// member, and the view given to them. Logs its progress through `say`.
+wire::membership_view next_view(caf::scoped_actor& self, const node_actor& node,
+                                const std::string& local_key, const wire::context& ctx,
+                                const wire::membership_view& view, const std::vector<int>& lost,
+                                std::uint64_t step, const recovery_settings& rs,
+                                const std::function<void(const std::string&)>& say);
+
+/// A replacement's start, once it has its view: the checkpoint of view.resume_step its seed
+/// offers, fetched into `checkpoint_dir`/from-seed; fresh parameters when the view resumes at
+/// step 0 and none is offered.
+cluster_start replacement_start(caf::actor_system& sys, const node_actor& seed,
+                                const std::string& seed_address, const std::string& checkpoint_dir,
+                                const replica_config& rc, std::uint64_t run_id, int parts,
+                                std::uint64_t step);
+
+/// Gives `next` to every survivor other than node 0 and the replacements; throws naming one that
+/// refused it or did not answer.
 void announce_view(caf::scoped_actor& self, const node_mesh& mesh, const wire::context& ctx,
                    const wire::membership_view& next);
 

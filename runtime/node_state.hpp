@@ -48,6 +48,8 @@ struct node_state {
   bool farewell = false;  ///< node 0 said bye: its going away is the end of the run
   /// A newer view node 0 announced after losing a member, until this node's runtime takes it.
   std::vector<char> recovery;
+  /// The seed, after a member was lost: node 0's runtime waits for a replacement to join.
+  std::optional<caf::typed_response_promise<std::vector<char>>> replacing;
 
   std::string me() const {
     return role ? "node " + std::to_string(role->rank) : std::string(seed ? "the seed" : "node");

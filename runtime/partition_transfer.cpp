@@ -48,12 +48,15 @@ wire::file_manifest manifest_of(const fs::path& dir) {
   for (int p = 0; p < meta.num_parts; ++p)
     paths.push_back(partition_file(p));
   wire::file_manifest m;
-  for (const auto& path : paths) {
-    const auto sum = checksum(dir / path);
-    if (!sum) throw std::runtime_error("cannot read " + (dir / path).string());
-    m.files.push_back({path, sum->first, sum->second});
-  }
+  for (const auto& path : paths)
+    m.files.push_back(entry_of(dir, path));
   return m;
+}
+
+wire::file_entry entry_of(const fs::path& dir, const std::string& path) {
+  const auto sum = checksum(dir / path);
+  if (!sum) throw std::runtime_error("cannot read " + (dir / path).string());
+  return {path, sum->first, sum->second};
 }
 
 wire::file_chunk read_chunk(const fs::path& dir, const wire::file_manifest& m,

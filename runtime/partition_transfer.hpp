@@ -18,6 +18,13 @@ namespace degnn {
 /// partitions.meta, owner.bin and every part-K/partition.bin of the set in `dir`.
 wire::file_manifest manifest_of(const std::filesystem::path& dir);
 
+/// The manifest entry (size, CRC-32) of dir/path; throws when it cannot be read.
+wire::file_entry entry_of(const std::filesystem::path& dir, const std::string& path);
+
+/// A seed's manifest lists, under this prefix, files of its checkpoint folder: the commit a
+/// replacement node restores (runtime/node_recovery.hpp).
+inline constexpr const char* kSeedCheckpointPrefix = "checkpoint/";
+
 /// The seed's side: the chunk asked for, of a file of the manifest (an error for anything else).
 wire::file_chunk read_chunk(const std::filesystem::path& dir, const wire::file_manifest& m,
                             const wire::file_chunk_request& r);

@@ -173,6 +173,8 @@ struct MembershipView {
                               # their greetings and node 0 in its bye (travels only to members)
   resumeStep @4 :UInt64;      # 0: a fresh run; else every node restores its copy of the
                               # checkpoint taken before this global step (the seed's last commit)
+  replaced @5 :List(Int32);   # ranks served by a new node in this view (a replacement that joined
+                              # through the seed after a member was lost): greet it anew
 }
 
 # -- partition files streamed from the seed to a node that lacks them (runtime/) --

@@ -80,6 +80,7 @@ bytes encode(const context& c, const membership_view& m) {
   r.setViewId(m.id);
   r.setSecret(m.secret);
   r.setResumeStep(m.resume_step);
+  set_ints(r.initReplaced(static_cast<unsigned>(m.replaced.size())), m.replaced);
   auto members = r.initMembers(static_cast<unsigned>(m.members.size()));
   for (unsigned i = 0; i < m.members.size(); ++i) {
     const auto& v = m.members[i];
@@ -102,6 +103,7 @@ membership_view decode_membership_view(const context& c, std::span<const char> b
     m.id = r.getViewId();
     m.secret = text(rd, r.getSecret(), "secret", true);
     m.resume_step = r.getResumeStep();
+    m.replaced = to_vector(r.getReplaced());
     if (m.id == 0) rd.fail("view id 0");
     const auto members = r.getMembers();
     if (members.size() == 0 || members.size() > kMaxMembers)
@@ -126,6 +128,11 @@ membership_view decode_membership_view(const context& c, std::span<const char> b
         rd.fail("member " + std::to_string(v.rank) + " serves no partition");
       served.insert(served.end(), v.partitions.begin(), v.partitions.end());
       m.members.push_back(std::move(v));
+    }
+    for (std::int32_t rank : m.replaced) {
+      if (rank <= 0 || rank >= static_cast<std::int32_t>(m.members.size()) ||
+          m.members[static_cast<size_t>(rank)].lost)
+        rd.fail("replaced rank " + std::to_string(rank) + " is not a serving member other than 0");
     }
     // Every partition 0..P-1 served by exactly one member.
     std::sort(served.begin(), served.end());

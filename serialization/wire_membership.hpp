@@ -36,9 +36,10 @@ struct view_member {
 
 struct membership_view {
   std::uint64_t id = 0;
-  std::vector<view_member> members;  ///< rank order
-  std::string secret;                ///< empty for a static cluster
-  std::uint64_t resume_step = 0;     ///< 0: fresh; else the checkpoint every node restores
+  std::vector<view_member> members;    ///< rank order
+  std::string secret;                  ///< empty for a static cluster
+  std::uint64_t resume_step = 0;       ///< 0: fresh; else the checkpoint every node restores
+  std::vector<std::int32_t> replaced;  ///< ranks whose node is new in this view
 
   /// The rank serving partition p, or -1.
   int rank_of_partition(int p) const;

@@ -143,31 +143,50 @@ class NodeLoss : public ::testing::Test {
           << "node " << k;
   }
 
-  // --recover adopt: node 2 crashes in the last epoch; node 0 finds it lost, gives its partition to
-  // node 1 in view 2, every node rolls back to the last commit (the previous epoch's end) and the
-  // run goes on to its end without a restart. The steps after the commit are redone exactly: node
-  // 0's losses from there on equal those of the in-process cluster resumed from that commit.
-  // Checkpoints at epoch ends only, so the file rolled back to is still kept at the end.
-  void adopt_and_compare(const std::string& pipeline) {
+  // Node 2 crashes in the last epoch; node 0 finds it lost and makes view 2: with --recover
+  // adopt node 1 takes over partition 2, with replace a fourth process that joins through the
+  // seed once node 0 waits for it does. Every node rolls back to the last commit (the previous
+  // epoch's end) and the run goes on to its end without a restart. The steps after the commit
+  // are redone exactly: node 0's losses from there on equal those of the in-process cluster
+  // resumed from that commit. Checkpoints at epoch ends only, so the file rolled back to is still
+  // kept at the end.
+  void recover_and_compare(const std::string& how, const std::string& pipeline) {
     const int epochs = 5;
     const std::uint64_t commit = 4 * steps_per_epoch_;
     const std::uint64_t crash_after = commit + 2;  // 3 steps into the last epoch
-    std::string out0, out1;
+    const std::vector<std::string> all = {"--recover", how,          "--checkpoint-every",
+                                          "0",         "--pipeline", pipeline};
+    std::string out0, out1, heir;
     {
-      auto nodes =
-          start_long_run({"--crash-after-step", std::to_string(crash_after)}, epochs,
-                         {"--recover", "adopt", "--checkpoint-every", "0", "--pipeline", pipeline});
+      auto nodes = start_long_run({"--crash-after-step", std::to_string(crash_after)}, epochs, all);
       child_process &n0 = *nodes[0], &n1 = *nodes[1], &n2 = *nodes[2];
       EXPECT_EQ(n2.wait(120s), 137) << read_file(log("run2"));
+      std::unique_ptr<child_process> n3;
+      if (how == "replace") {
+        ASSERT_TRUE(wait_for(log("run0"), "waiting up to", 60s)) << read_file(log("run0"));
+        std::vector<std::string> a = {"--join", seed_};
+        a.insert(a.end(), all.begin(), all.end());
+        n3 = std::make_unique<child_process>(node_args(dir_.path, 3, epochs, a), log("run3"));
+      }
       const int rc0 = n0.wait(120s), rc1 = n1.wait(30s);
       out0 = read_file(log("run0"));
       out1 = read_file(log("run1"));
       ASSERT_EQ(rc0, 0) << out0 << out1;
       EXPECT_EQ(rc1, 0) << out1;
+      if (n3) {
+        EXPECT_EQ(n3->wait(30s), 0) << read_file(log("run3"));
+        heir = read_file(log("run3"));
+      }
     }
     EXPECT_TRUE(contains(out0, "lost node 2 at step")) << out0;
-    EXPECT_TRUE(contains(out0, "partition 2 (node 2) to node 1")) << out0;
-    EXPECT_TRUE(contains(out1, "view 2: serving partition 1,2")) << out1;
+    if (how == "adopt") {
+      EXPECT_TRUE(contains(out0, "partition 2 (node 2) to node 1")) << out0;
+      EXPECT_TRUE(contains(out1, "view 2: serving partition 1,2")) << out1;
+    } else {
+      EXPECT_TRUE(contains(out0, "node 2 replaced by")) << out0;
+      EXPECT_TRUE(contains(heir, "replacing a lost node in view 2")) << heir;
+      EXPECT_TRUE(contains(heir, "partition 2 (3 nodes, view 2)")) << heir;
+    }
     EXPECT_EQ(summary_field(out0, R"("recoveries":(\d+))"), "1") << out0;
     EXPECT_EQ(summary_field(out0, R"("replicas_identical":(\w+))"), "true") << out0;
     std::smatch m;
@@ -181,10 +200,12 @@ class NodeLoss : public ::testing::Test {
     for (size_t i = 0; i < expected.size(); ++i)
       EXPECT_NEAR(remote[back_to + i], expected[i], 1e-6 * std::max(1.0, std::abs(expected[i])))
           << "step " << back_to + i;
-    // Both survivors committed the run's end; node 1 also for the partition it adopted.
+    // The run's end is committed for every partition where it is served now.
     const auto end = static_cast<std::uint64_t>(epochs) * steps_per_epoch_;
     EXPECT_EQ(load_committed_checkpoint(folder(0)).record.next_step, end);
-    EXPECT_EQ(read_commit_record(replica_checkpoint_dir(folder(1), 2))->next_step, end);
+    EXPECT_EQ(
+        read_commit_record(replica_checkpoint_dir(folder(how == "adopt" ? 1 : 3), 2))->next_step,
+        end);
   }
 
   // Node 0 (the seed) and nodes 1 and 2 of a long run, logging to run0..run2; `extra2` goes to
@@ -193,7 +214,7 @@ class NodeLoss : public ::testing::Test {
   std::vector<std::unique_ptr<child_process>> start_long_run(
       const std::vector<std::string>& extra2, int epochs = kLongRun,
       const std::vector<std::string>& all = {}) {
-    const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
+    const std::string seed = seed_ = "127.0.0.1:" + std::to_string(free_port_pair());
     std::vector<std::unique_ptr<child_process>> n;
     std::vector<std::string> a0 = {"--is-seed", "--listen", seed, "--nodes", "3"};
     a0.insert(a0.end(), all.begin(), all.end());
@@ -212,6 +233,7 @@ class NodeLoss : public ::testing::Test {
   fs::path data_;
   dataset d_;
   std::uint64_t steps_per_epoch_ = 0;
+  std::string seed_;  ///< the last long run's seed address
   static constexpr int kLongRun = 100000;
 };
 
@@ -256,11 +278,15 @@ TEST_F(NodeLoss, AWorkerCrashedAtANamedStepLeavesACommitAndTheClusterResumesFrom
 }
 
 TEST_F(NodeLoss, AWorkerCrashedAtANamedStepIsAdoptedByASurvivorAndTheRunGoesOn) {
-  adopt_and_compare("centralized");
+  recover_and_compare("adopt", "centralized");
 }
 
 TEST_F(NodeLoss, AWorkerCrashedAtANamedStepIsAdoptedInTheDecentralizedPipelineToo) {
-  adopt_and_compare("decentralized");
+  recover_and_compare("adopt", "decentralized");
+}
+
+TEST_F(NodeLoss, AWorkerCrashedAtANamedStepIsReplacedByANodeThatJoinsThroughTheSeed) {
+  recover_and_compare("replace", "decentralized");
 }
 
 // A static cluster stopped during a commit: node 2 never wrote the last record, so the nodes'
