@@ -68,6 +68,9 @@ struct coordinator_status {
   std::uint64_t steps_only_us = 0, allreduce_only_us = 0, overlap_us = 0;
   std::uint64_t commits = 0;              ///< coordinated checkpoints committed
   std::uint64_t committed_next_step = 0;  ///< the last commit's step to resume with
+  /// The last checkpoint every replica wrote and confirmed (phase 1), its records maybe not yet
+  /// written: each node holds its file, so a recovery may roll back to it. 0: none yet.
+  std::uint64_t durable_next_step = 0;
   std::string error;                      ///< why the coordinator failed, if it did
 
   coordinator_phase phase() const { return static_cast<coordinator_phase>(phase_code); }
@@ -99,7 +102,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, coordinator_status& x) {
   return f(caf::meta::type_name("degnn.coordinator_status"), x.phase_code, x.epoch, x.step,
            x.steps_done, x.applies, x.queued, x.last_loss, x.allreduce_us, x.step_phase_us,
-           x.steps_only_us, x.allreduce_only_us, x.overlap_us, x.commits, x.committed_next_step,
+           x.steps_only_us, x.allreduce_only_us, x.overlap_us, x.commits, x.committed_next_step, x.durable_next_step,
            x.error);
 }
 template <class Inspector>

@@ -89,6 +89,7 @@ void checkpoint(self_ptr self, caf::typed_response_promise<std::uint64_t> rp, fa
                 auto& st = self->state;
                 wire::control commit{.h = {next_step, 0}, .what = wire::control_kind::commit};
                 commit.counts = agreed_file(st, replies);
+                st.status.durable_next_step = next_step;
                 all(self, st.batchers, save_atom_v, control_messages(st, commit),
                     "checkpoint commit", committed, phase_fail);
               },

@@ -175,6 +175,8 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
   // A joiner that goes away before the view is forgotten (after the view, the mesh finds out).
   self->set_down_handler([self](caf::down_msg& d) {
     auto& st = self->state;
+    for (const auto& [rank, g] : st.greeted)
+      if (g.node && g.node->address() == d.source) st.gone.insert(rank);
     if (!st.seed || st.seed->joins.closed()) return;
     for (auto it = st.joins.begin(); it != st.joins.end(); ++it) {
       if (it->second.asker != d.source) continue;
@@ -287,6 +289,8 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         if (!g.node)
           return actor_error(actor_errc::rejected, "a greeting without the greeter's node actor");
         st.greeted.emplace(g.rank, node_greeting{g.rank, {}, g.node, {}, g.kill_token});
+        st.gone.erase(g.rank);
+        self->monitor(g.node);
         return static_cast<std::int32_t>(id);
       },
       [self](greeted_atom, std::int32_t peer) -> caf::result<node_greeting> {
@@ -504,6 +508,12 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         } catch (const std::exception& e) {
           return actor_error(actor_errc::internal, e.what());
         }
+      },
+      [self](gone_atom, const std::string& key) -> caf::result<std::vector<std::int32_t>> {
+        if (!from_this_process(self, key))
+          return actor_error(actor_errc::rejected, "asked outside this node's process");
+        const auto& gone = self->state.gone;
+        return std::vector<std::int32_t>(gone.begin(), gone.end());
       },
       [self](farewell_atom, const std::string& key) -> caf::result<bool> {
         if (!from_this_process(self, key))

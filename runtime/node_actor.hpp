@@ -92,6 +92,7 @@ CAF_ADD_ATOM(degnn_runtime, degnn, recovery_atom, "recovery")
 CAF_ADD_ATOM(degnn_runtime, degnn, replace_atom, "replace")
 CAF_ADD_ATOM(degnn_runtime, degnn, place_atom, "place")
 CAF_ADD_ATOM(degnn_runtime, degnn, offer_atom, "offer")
+CAF_ADD_ATOM(degnn_runtime, degnn, gone_atom, "gone")
 CAF_END_TYPE_ID_BLOCK(degnn_runtime)
 
 namespace degnn {
@@ -129,7 +130,9 @@ namespace degnn {
 /// replace (-> the encoded join request of the next node that joins the formed cluster, held
 /// until place), place (the new view -> true: the held joiners get it, and the ranks it
 /// replaced may greet again), offer (a file of the seed's checkpoint folder -> true: listed in
-/// the manifest under checkpoint/ and served like a partition file).
+/// the manifest under checkpoint/ and served like a partition file); gone (this process only ->
+/// the ranks that greeted this node and whose node actor is down since: a killed process is
+/// known at once, without waiting for a probe to time out).
 using node_actor =
     caf::typed_actor<caf::replies_to<manifest_atom>::with<std::vector<char>>,
                      caf::replies_to<chunk_atom, std::vector<char>>::with<std::vector<char>>,
@@ -155,7 +158,8 @@ using node_actor =
                      caf::replies_to<recovery_atom, std::string>::with<std::vector<char>>,
                      caf::replies_to<replace_atom, std::string>::with<std::vector<char>>,
                      caf::replies_to<place_atom, std::vector<char>, std::string>::with<bool>,
-                     caf::replies_to<offer_atom, std::string, std::string>::with<bool>>;
+                     caf::replies_to<offer_atom, std::string, std::string>::with<bool>,
+                     caf::replies_to<gone_atom, std::string>::with<std::vector<std::int32_t>>>;
 
 /// The seed's part: its rendezvous, and how long it waits for more nodes once MIN joined.
 struct seed_role {

@@ -424,21 +424,25 @@ int run_node(int argc, char** argv) {
       break;
     } catch (const std::exception& e) {
       const std::string why = with_node_of_partition(members.view, e.what());
-      const std::vector<int> lost =
-          recovers ? lost_members(self, mesh, members.view, std::chrono::seconds(2))
-                   : std::vector<int>{};
+      stopwatch clock;
+      const std::vector<int> lost = recovers ? lost_members(self, node, local_key, mesh,
+                                                            members.view, std::chrono::seconds(2))
+                                             : std::vector<int>{};
       if (lost.empty()) {
         if (board) board->set_phase("failed");
         throw std::runtime_error(me_name + ": " + why);
       }
-      // Back to the last commit of this training (before any: where it started).
-      stopwatch clock;
       const coordinator_status st = coord->status();
-      const std::uint64_t back_to = st.commits > 0 ? st.committed_next_step : first_step;
+      // Back to the last checkpoint every replica wrote (its commit records may be missing where
+      // a node was lost during phase 2); before any: where this training started.
+      const std::uint64_t back_to = st.durable_next_step > 0 ? st.durable_next_step : first_step;
       std::string gone;
       for (int r : lost)
         gone += (gone.empty() ? "" : ", ") + std::to_string(r);
-      say("lost node " + gone + " at step " + std::to_string(st.step) + " (" + why + ")");
+      char probed[32];
+      std::snprintf(probed, sizeof probed, "%.2f", clock.seconds());
+      say("lost node " + gone + " at step " + std::to_string(st.step) + " (" + why + "; found in " +
+          probed + " s)");
       if (board) board->set_phase("recovering");
       const wire::membership_view next =
           next_view(self, node, local_key, ctx, members.view, lost, back_to, recovery, say);
@@ -446,7 +450,8 @@ int run_node(int argc, char** argv) {
           (next.replaced.empty() ? moved_partitions(members.view, next)
                                  : "node " + gone + " replaced by " +
                                        next.members[static_cast<size_t>(lost[0])].name) +
-          "; every node rolls back to step " + std::to_string(back_to) + " (the last commit)");
+          "; every node rolls back to step " + std::to_string(back_to) +
+          " (the last checkpoint every node wrote)");
       if (board) board->set_view(next);
       announce_view(self, mesh, ctx, next);
       coord.reset();
@@ -457,8 +462,9 @@ int run_node(int argc, char** argv) {
       ++recoveries;
       char took[32];
       std::snprintf(took, sizeof took, "%.2f", clock.seconds());
-      say("recovered in " + std::string(took) + " s: redoing steps " + std::to_string(back_to) +
-          " to " + std::to_string(st.step));
+      say("recovered in " + std::string(took) + " s: training again from step " +
+          std::to_string(back_to) + "; " + std::to_string(st.step - std::min(st.step, back_to)) +
+          " steps done since that commit are redone");
     }
   }
   result.recoveries = recoveries;

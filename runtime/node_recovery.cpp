@@ -11,16 +11,33 @@
 
 namespace degnn {
 
-std::vector<int> lost_members(caf::scoped_actor& self, const node_mesh& mesh,
+std::vector<int> lost_members(caf::scoped_actor& self, const node_actor& node,
+                              const std::string& local_key, const node_mesh& mesh,
                               const wire::membership_view& view, std::chrono::milliseconds wait) {
+  // A request to a process that is gone is not answered (CAF 0.17 drops it): ask the node actor,
+  // which watched every member's node actor, then probe the others.
+  std::vector<std::int32_t> gone;
+  self->request(node, std::chrono::seconds(10), gone_atom_v, local_key)
+      .receive([&](std::vector<std::int32_t>& g) { gone = std::move(g); }, [](caf::error&) {});
+  auto is_gone = [&](int p) { return std::find(gone.begin(), gone.end(), p) != gone.end(); };
+  // All asked at once: the wait is paid once, by the slowest.
+  using handle = decltype(self->request(mesh.node_of(0), wait, node_stats_atom_v));
+  std::vector<std::pair<int, handle>> asked;
   std::vector<int> lost;
   for (size_t p = 1; p < view.members.size(); ++p) {
     if (view.members[p].lost) continue;
-    bool answered = false;
-    self->request(mesh.node_of(p), wait, node_stats_atom_v)
-        .receive([&](std::vector<std::int64_t>&) { answered = true; }, [](caf::error&) {});
-    if (!answered) lost.push_back(static_cast<int>(p));
+    if (is_gone(static_cast<int>(p)))
+      lost.push_back(static_cast<int>(p));
+    else
+      asked.emplace_back(static_cast<int>(p),
+                         self->request(mesh.node_of(p), wait, node_stats_atom_v));
   }
+  for (auto& [rank, h] : asked) {
+    bool answered = false;
+    h.receive([&](std::vector<std::int64_t>&) { answered = true; }, [](caf::error&) {});
+    if (!answered) lost.push_back(rank);
+  }
+  std::sort(lost.begin(), lost.end());
   return lost;
 }
 

@@ -16,9 +16,11 @@
 
 namespace degnn {
 
-/// Ranks of `view` (never 0) serving partitions whose node actor did not answer node 0 within
-/// `wait`: a killed process answers at once with an error, a stopped one not at all.
-std::vector<int> lost_members(caf::scoped_actor& self, const node_mesh& mesh,
+/// Ranks of `view` (never 0) serving partitions whose node actor is known down to node 0's
+/// (`node`; a killed process's connection closed) or did not answer within `wait` (a stopped
+/// process, a cut link).
+std::vector<int> lost_members(caf::scoped_actor& self, const node_actor& node,
+                              const std::string& local_key, const node_mesh& mesh,
                               const wire::membership_view& view, std::chrono::milliseconds wait);
 
 /// The view after losing `lost`: id + 1, the lost members marked so and their partitions given,

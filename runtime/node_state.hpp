@@ -4,6 +4,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,9 +38,10 @@ struct node_state {
   std::vector<caf::node_id> node0;                ///< node 0's CAF node, from the view
   std::map<std::int32_t, node_greeting> greeted;  ///< peers whose connection to this node is set up
   std::map<std::int32_t, std::string> refused;    ///< peers whose settings differ, and how
-  bool has_view = false;                          ///< the local workers know every peer
-  std::string local_key;                          ///< see spawn_node_actor
-  std::optional<console_role> console;            ///< node 0
+  std::set<std::int32_t> gone;          ///< greeted peers whose node actor went down since
+  bool has_view = false;                ///< the local workers know every peer
+  std::string local_key;                ///< see spawn_node_actor
+  std::optional<console_role> console;  ///< node 0
   std::string fetching;  ///< "12.0 of 96.3 MB" while this node downloads its partitions
   /// --allow-faults: node 0 may kill or stop this node by showing this random token, which this
   /// node gave node 0 alone in its greeting (empty: never).

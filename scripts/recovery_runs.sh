@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# Recovery by restart, measured (issue 12): 4 degnn node processes on loopback train Pubmed
+# Recovery from faults, measured (issue 12): 4 degnn node processes on loopback train Pubmed
 # (decentralized, 3 layers) with coordinated checkpoints in a folder per node. Scenarios:
-#   none        the fault-free run (the reference)
-#   kill-node0  kill -9 of node 0 (the coordinator) once it logged epoch KILL_AT
-#   crash-node2 node 2 crashes at a named point (--crash-after-step KILL_AT)
-#   corrupt-1%  every node damages 1% of its messages to other nodes (--faults-corrupt 0.01)
-#   dup-5%      every node delivers 5% of its messages to other nodes twice (--faults-duplicate)
-# After a fault every node is started again with --resume on its own folder. Prints one row per
-# scenario (detected after, restarted and training again after, steps redone, final test
-# accuracy, committed checkpoints lost, processes left) and a JSON line each.
+#   none          the fault-free run (the reference)
+#   corrupt-1%    every node damages 1% of its messages to other nodes (--faults-corrupt 0.01)
+#   dup-5%        every node delivers 5% of its messages to other nodes twice (--faults-duplicate)
+#   adopt-kill2   kill -9 of node 2 once node 0 logged epoch KILL_AT, --recover adopt: node 3
+#                 takes over partition 2 inside the run
+#   replace-kill2 the same with --recover replace: a fifth process joins through the seed and
+#                 takes partition 2
+#   adopt-stop2   SIGSTOP of node 2 for 10 s (SIGCONT after), --recover adopt: the heartbeat
+#                 (250 ms, 12 missed) finds it lost
+#   kill-node0    kill -9 of node 0 (the coordinator) once it logged epoch KILL_AT; every node is
+#                 started again with --resume on its own folder
+#   crash-node2   node 2 crashes at a named point (--crash-after-step KILL_AT), no --recover:
+#                 restarted with --resume like kill-node0
+# Prints one row per scenario (detected after, recovered or restarted and training again after,
+# steps redone, final test accuracy, committed checkpoints lost, processes left) and a JSON line
+# each. SCENARIOS="adopt-kill2 replace-kill2" runs those only (and the reference).
 # Usage: scripts/recovery_runs.sh [EPOCHS] [KILL_AT]   (after scripts/build.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +34,14 @@ trap cleanup EXIT INT TERM
 "$degnn" partition --data data/pubmed --parts 4 --method metis --out "$work/parts" >/dev/null
 port=$((21000 + RANDOM % 20000))
 
+want() { [[ -z ${SCENARIOS:-} || " $SCENARIOS " == *" $1 "* ]]; }
+# node_cmd K EPOCHS: the command line every node of a run shares (K names its folder)
+node_cmd() {
+  cmd=("$degnn" node --partitions "$work/parts" --pipeline decentralized --layers 3
+    --fanouts 10,10,10 --epochs "$2" --eval-every 5 --seed 1 --no-progress --threads 1
+    --checkpoint-dir "$work/ck-$1")
+}
+
 # start NAME EPOCHS [extra args for node 2] : 4 nodes in the background, node K logs to NAME-K.log
 start() {
   local name=$1 ep=$2
@@ -39,10 +55,8 @@ start() {
     [[ $k == 2 ]] && extra+=("$@")
     local resume=()
     [[ $name == *again* ]] && resume=(--resume "$work/ck-$k")
-    "$degnn" node --partitions "$work/parts" --pipeline decentralized --layers 3 \
-      --fanouts 10,10,10 --epochs "$ep" --eval-every 5 --seed 1 --no-progress --threads 1 \
-      --checkpoint-dir "$work/ck-$k" "${role[@]}" "${resume[@]}" "${extra[@]}" \
-      >"$work/$name-$k.log" 2>&1 &
+    node_cmd "$k" "$ep"
+    "${cmd[@]}" "${role[@]}" "${resume[@]}" "${extra[@]}" >"$work/$name-$k.log" 2>&1 &
     pids+=($!)
   done
 }
@@ -68,6 +82,7 @@ row none - - 0 "$ref" 0 "$(left)" "$(refused "$work/none-0.log")"
 # Damaged and duplicated messages are refused where they arrive (a damaged one is sent again):
 # nothing stops, and the result must be the fault-free run's.
 for scenario in corrupt-1% dup-5%; do
+  want "$scenario" || continue
   rm -rf "$work"/ck-*
   if [[ $scenario == corrupt-1% ]]; then
     all_nodes=(--faults-corrupt 0.01 --faults-seed 7)
@@ -82,7 +97,49 @@ for scenario in corrupt-1% dup-5%; do
   grep -h "faults injected" "$work/$scenario"-*.log >&2
 done
 
+newest_commit() { grep -h '^next_step' "$work"/ck-*/part-*/COMMIT 2>/dev/null | cut -d' ' -f2 |
+  sort -n | tail -1; }
+secs() { printf %.2f "$(echo "$1 - $2" | bc)"; }
+
+# In-run recovery: nothing is restarted by hand. Detected: from the fault until node 0 logs the
+# lost node; recovered: until it logs that training goes on (the new view served everywhere).
+for scenario in adopt-kill2 replace-kill2 adopt-stop2; do
+  want "$scenario" || continue
+  rm -rf "$work"/ck-*
+  how=adopt
+  [[ $scenario == replace-* ]] && how=replace
+  all_nodes=(--recover "$how" --heartbeat-ms 250 --heartbeat-misses 12)
+  start "$scenario" "$epochs"
+  log0=$work/$scenario-0.log
+  until grep -q "^epoch *$kill_at " "$log0"; do sleep 0.02; done
+  if [[ $scenario == *stop* ]]; then kill -STOP "${pids[2]}"; else kill -9 "${pids[2]}"; fi
+  t_fault=$(now)
+  committed=$(newest_commit)
+  if [[ $how == replace ]]; then
+    until grep -q "waiting up to" "$log0"; do sleep 0.02; done
+    node_cmd 4 "$epochs"
+    "${cmd[@]}" --join "127.0.0.1:$port" "${all_nodes[@]}" >"$work/$scenario-4.log" 2>&1 &
+    pids+=($!)
+  fi
+  until grep -q "lost node" "$log0"; do sleep 0.02; done
+  t_detected=$(now)
+  until grep -q "recovered in" "$log0"; do sleep 0.02; done
+  t_recovered=$(now)
+  if [[ $scenario == *stop* ]]; then
+    sleep "$(echo "10 - ($(now) - $t_fault)" | bc | sed 's/^-.*/0/')"
+    kill -CONT "${pids[2]}"
+  fi
+  wait_all
+  all_nodes=()
+  back_to=$(grep -o 'rolls back to step [0-9]*' "$log0" | head -1 | tr -dc 0-9)
+  row "$scenario" "$(secs "$t_detected" "$t_fault")" "$(secs "$t_recovered" "$t_detected")" \
+    "$(grep -o '[0-9]* steps done since' "$log0" | head -1 | cut -d' ' -f1)" \
+    "$(final_test "$log0")" "$([[ $back_to -ge $committed ]] && echo 0 || echo 1)" "$(left)" \
+    "$(refused "$log0")"
+done
+
 for scenario in kill-node0 crash-node2; do
+  want "$scenario" || continue
   rm -rf "$work"/ck-*
   if [[ $scenario == kill-node0 ]]; then
     start "$scenario" "$epochs"
