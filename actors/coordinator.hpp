@@ -71,7 +71,7 @@ struct coordinator_status {
   /// The last checkpoint every replica wrote and confirmed (phase 1), its records maybe not yet
   /// written: each node holds its file, so a recovery may roll back to it. 0: none yet.
   std::uint64_t durable_next_step = 0;
-  std::string error;                      ///< why the coordinator failed, if it did
+  std::string error;  ///< why the coordinator failed, if it did
 
   coordinator_phase phase() const { return static_cast<coordinator_phase>(phase_code); }
   void set_phase(coordinator_phase p) { phase_code = static_cast<std::uint8_t>(p); }
@@ -102,8 +102,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, coordinator_status& x) {
   return f(caf::meta::type_name("degnn.coordinator_status"), x.phase_code, x.epoch, x.step,
            x.steps_done, x.applies, x.queued, x.last_loss, x.allreduce_us, x.step_phase_us,
-           x.steps_only_us, x.allreduce_only_us, x.overlap_us, x.commits, x.committed_next_step, x.durable_next_step,
-           x.error);
+           x.steps_only_us, x.allreduce_only_us, x.overlap_us, x.commits, x.committed_next_step,
+           x.durable_next_step, x.error);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_parameters& x) {

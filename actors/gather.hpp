@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "actors/delayed_relay.hpp"
 #include "actors/link_faults.hpp"
 #include "actors/messages.hpp"
 
@@ -73,28 +74,36 @@ void gather(Self* self, Atom atom, std::vector<wire_request<Handle, Atom>> reque
     // The very bytes sent, again, behind the original: the receiver must refuse the second one.
     std::optional<wire_message> again;
     if (fate.duplicate) again = msg;
-    self->request(to, timeout, atom, std::move(msg))
-        .then(
-            [p, i, fail_with](wire_message& reply) {
-              if (p->failed) return;
-              if (!intact(reply)) {
-                fail_with(*p, i,
-                          actor_error(actor_errc::damaged,
-                                      "a damaged reply (its CRC-32 does not match)"));
-                return;
-              }
-              p->replies[i] = std::move(reply);
-              if (--p->left == 0) p->done(p->replies);
-            },
-            [self, p, i, to, part, attempt, pristine, fail_with](caf::error& err) {
-              if (p->failed) return;
-              if (pristine && damaged_error(err) && attempt < link_sender::kMaxAttempts) {
-                if (auto* c = self->state.link.counts()) ++c->retried;
-                p->send(p, i, to, part, *pristine, attempt + 1);
-                return;
-              }
-              fail_with(*p, i, err);
-            });
+    auto on_reply = [p, i, fail_with](wire_message& reply) {
+      if (p->failed) return;
+      if (!intact(reply)) {
+        fail_with(*p, i,
+                  actor_error(actor_errc::damaged, "a damaged reply (its CRC-32 does not match)"));
+        return;
+      }
+      p->replies[i] = std::move(reply);
+      if (--p->left == 0) p->done(p->replies);
+    };
+    auto on_error = [self, p, i, to, part, attempt, pristine, fail_with](caf::error& err) {
+      if (p->failed) return;
+      if (pristine && damaged_error(err) && attempt < link_sender::kMaxAttempts) {
+        if (auto* c = self->state.link.counts()) ++c->retried;
+        p->send(p, i, to, part, *pristine, attempt + 1);
+        return;
+      }
+      fail_with(*p, i, err);
+    };
+    if (fate.delay_ms > 0) {
+      // Held back by a relay that then sends it as this request: the time-out runs from now.
+      if (auto* c = link.counts()) ++c->delayed;
+      auto relay = spawn_delayed_relay(self->home_system(), caf::actor_cast<caf::actor>(to),
+                                       caf::make_message(atom, std::move(msg)),
+                                       std::chrono::milliseconds(fate.delay_ms));
+      self->request(relay, timeout, relay_atom_v).then(std::move(on_reply), std::move(on_error));
+    } else {
+      self->request(to, timeout, atom, std::move(msg))
+          .then(std::move(on_reply), std::move(on_error));
+    }
     if (again) {
       if (auto* c = link.counts()) ++c->duplicated;
       self->request(to, timeout, atom, std::move(*again))

@@ -45,6 +45,9 @@ link_sender::fate link_sender::decide(const wire_message& m, int to, int attempt
   fate f;
   f.corrupt = unit(h) < policy_->corrupt;
   f.duplicate = unit(mix64(h ^ 0x64757021)) < policy_->duplicate;
+  if (unit(mix64(h ^ 0x64656c61)) < policy_->delay)
+    f.delay_ms =
+        1 + static_cast<std::uint32_t>(mix64(h ^ 0x6d73) % std::max(1u, policy_->delay_ms));
   return f;
 }
 

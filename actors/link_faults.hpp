@@ -14,19 +14,23 @@ struct wire_message;
 
 struct fault_policy {
   std::uint64_t seed = 1;
-  double corrupt = 0;       ///< probability that one byte of a message is flipped
-  double duplicate = 0;     ///< probability that a message is delivered twice
+  double corrupt = 0;    ///< probability that one byte of a message is flipped
+  double duplicate = 0;  ///< probability that a message is delivered twice
+  /// Probability that a message is held back, 1 to delay_ms ms (messages sent after it overtake
+  /// it: this is how messages get reordered).
+  double delay = 0;
+  std::uint32_t delay_ms = 20;
   std::vector<bool> kinds;  ///< by wire kind: faults apply; empty = every kind
   /// (from, to) partition pairs the faults apply to; empty = every pair of different partitions.
   std::vector<std::pair<int, int>> links;
 
-  bool any() const { return corrupt > 0 || duplicate > 0; }
+  bool any() const { return corrupt > 0 || duplicate > 0 || delay > 0; }
   bool applies(int from, int to, std::uint16_t kind) const;
 };
 
 /// What a process's actors injected and retried, for the run's summary.
 struct fault_counters {
-  std::atomic<std::uint64_t> corrupted{0}, duplicated{0}, retried{0};
+  std::atomic<std::uint64_t> corrupted{0}, duplicated{0}, retried{0}, delayed{0};
 };
 
 /// One actor's sending side: numbers its messages (the receiver refuses a number it saw), and
@@ -40,6 +44,7 @@ class link_sender {
   struct fate {
     bool corrupt = false;
     bool duplicate = false;
+    std::uint32_t delay_ms = 0;  ///< held back this long first (0: sent at once)
   };
   /// Gives sealed m the next sequence number and its checksum (which covers the number).
   void number(wire_message& m);

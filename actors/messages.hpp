@@ -131,6 +131,8 @@ CAF_ADD_ATOM(degnn, degnn, settings_atom, "settings")
 CAF_ADD_ATOM(degnn, degnn, report_atom, "report")
 CAF_ADD_ATOM(degnn, degnn, trace_atom, "trace")
 CAF_ADD_ATOM(degnn, degnn, view_atom, "view")
+CAF_ADD_ATOM(degnn, degnn, relay_atom, "relay")
+CAF_ADD_ATOM(degnn, degnn, fire_atom, "fire")
 CAF_END_TYPE_ID_BLOCK(degnn)
 
 namespace degnn {

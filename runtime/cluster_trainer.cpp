@@ -301,6 +301,7 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
   result.faults_corrupted = ws.fault_counts->corrupted;
   result.faults_retried = ws.fault_counts->retried;
   result.faults_duplicated = ws.fault_counts->duplicated;
+  result.faults_delayed = ws.fault_counts->delayed;
   if (auto line = fault_summary(s.faults.get(), *ws.fault_counts); !line.empty())
     std::printf("%s; the receivers refused %llu messages\n", line.c_str(),
                 static_cast<unsigned long long>(result.traffic.rejected));

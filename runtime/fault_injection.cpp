@@ -20,6 +20,10 @@ std::vector<option_spec> fault_option_specs() {
       {"faults-duplicate", "0",
        "fault injection: probability that a message to another node is delivered twice (the "
        "receiver refuses the second)"},
+      {"faults-delay", "0",
+       "fault injection: probability that a message to another node is held back 1 to "
+       "--faults-delay-ms ms (later messages overtake it: reordered)"},
+      {"faults-delay-ms", "20", "fault injection: the longest hold-back of a delayed message"},
       {"faults-kinds", "",
        "fault injection: only messages of these kinds (comma-separated, e.g. "
        "computation_push,embedding_get); empty = all"},
@@ -35,6 +39,8 @@ std::shared_ptr<const fault_policy> read_fault_policy(const option_set& opts) {
   // Below 1: a message that is always damaged could never get through.
   p->corrupt = opts.real("faults-corrupt", 0, 0.999);
   p->duplicate = opts.real("faults-duplicate", 0, 1);
+  p->delay = opts.real("faults-delay", 0, 1);
+  p->delay_ms = static_cast<std::uint32_t>(opts.integer("faults-delay-ms", 1, 10'000));
   auto items = [](const std::string& list) {
     std::vector<std::string> out;
     std::stringstream in(list);
@@ -70,10 +76,11 @@ std::shared_ptr<const fault_policy> read_fault_policy(const option_set& opts) {
     p->links.emplace_back(from, to);
   }
   if (!p->any()) {
-    for (const char* key : {"faults-kinds", "faults-links"})
+    for (const char* key : {"faults-kinds", "faults-links", "faults-delay-ms"})
       if (opts.given(key))
         throw config_error(std::string("--") + key +
-                           " without --faults-corrupt or --faults-duplicate injects nothing");
+                           " without --faults-corrupt, --faults-duplicate or --faults-delay "
+                           "injects nothing");
     return nullptr;
   }
   return p;
@@ -98,7 +105,7 @@ std::string fault_summary(const fault_policy* policy, const fault_counters& coun
   return "faults injected on this process's sends (seed " + std::to_string(policy->seed) +
          "): " + std::to_string(counts.corrupted.load()) + " damaged (sent again " +
          std::to_string(counts.retried.load()) + "), " + std::to_string(counts.duplicated.load()) +
-         " duplicated";
+         " duplicated, " + std::to_string(counts.delayed.load()) + " delayed";
 }
 
 std::function<void(std::uint64_t)> crash_after_step(std::uint64_t last) {

@@ -269,13 +269,16 @@ std::string status_board::faults_json() const {
     j["policy_on_node0"] = {{"seed", faults_->seed},
                             {"corrupt", faults_->corrupt},
                             {"duplicate", faults_->duplicate},
+                            {"delay", faults_->delay},
+                            {"delay_ms", faults_->delay_ms},
                             {"kinds", kinds.empty() ? nlohmann::json("all") : kinds},
                             {"links", links.empty() ? nlohmann::json("all") : links}};
   }
   if (fault_counts_) {
     j["injected_on_node0"] = {{"damaged", fault_counts_->corrupted.load()},
                               {"sent_again", fault_counts_->retried.load()},
-                              {"duplicated", fault_counts_->duplicated.load()}};
+                              {"duplicated", fault_counts_->duplicated.load()},
+                              {"delayed", fault_counts_->delayed.load()}};
   }
   return j.dump();
 }

@@ -157,8 +157,9 @@ train_settings read_train_settings(const option_set& opts) {
     }
   }
   if (s.pipeline == "single") {
-    for (const char* key : {"trace", "compare-with", "partition-method", "checkpoint-dir",
-                            "checkpoint-every", "faults-corrupt", "faults-duplicate"}) {
+    for (const char* key :
+         {"trace", "compare-with", "partition-method", "checkpoint-dir", "checkpoint-every",
+          "faults-corrupt", "faults-duplicate", "faults-delay"}) {
       if (opts.given(key)) {
         throw config_error(std::string("--") + key +
                            " applies to clusters only (this run's pipeline is single)");

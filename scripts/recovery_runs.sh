@@ -4,6 +4,8 @@
 #   none          the fault-free run (the reference)
 #   corrupt-1%    every node damages 1% of its messages to other nodes (--faults-corrupt 0.01)
 #   dup-5%        every node delivers 5% of its messages to other nodes twice (--faults-duplicate)
+#   delay-5%      every node holds 5% of its messages back 1-20 ms, so later ones overtake them
+#                 (--faults-delay 0.05 --faults-delay-ms 20)
 #   adopt-kill2   kill -9 of node 2 once node 0 logged epoch KILL_AT, --recover adopt: node 3
 #                 takes over partition 2 inside the run
 #   replace-kill2 the same with --recover replace: a fifth process joins through the seed and
@@ -81,14 +83,14 @@ row none - - 0 "$ref" 0 "$(left)" "$(refused "$work/none-0.log")"
 
 # Damaged and duplicated messages are refused where they arrive (a damaged one is sent again):
 # nothing stops, and the result must be the fault-free run's.
-for scenario in corrupt-1% dup-5%; do
+for scenario in corrupt-1% dup-5% delay-5%; do
   want "$scenario" || continue
   rm -rf "$work"/ck-*
-  if [[ $scenario == corrupt-1% ]]; then
-    all_nodes=(--faults-corrupt 0.01 --faults-seed 7)
-  else
-    all_nodes=(--faults-duplicate 0.05 --faults-seed 7)
-  fi
+  case $scenario in
+    corrupt-1%) all_nodes=(--faults-corrupt 0.01 --faults-seed 7) ;;
+    dup-5%) all_nodes=(--faults-duplicate 0.05 --faults-seed 7) ;;
+    delay-5%) all_nodes=(--faults-delay 0.05 --faults-delay-ms 20 --faults-seed 7) ;;
+  esac
   start "$scenario" "$epochs"
   wait_all
   all_nodes=()

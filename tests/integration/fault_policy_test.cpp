@@ -1,5 +1,6 @@
 // The fault policy across processes (issue 12): three node processes on loopback read a [faults]
-// section (5% of the messages between nodes damaged, 5% duplicated); every receiver refuses what
+// section (5% of the messages between nodes damaged, 5% duplicated, 5% held back up to 20 ms and
+// so overtaken by later ones, delegated across the network); every receiver refuses what
 // it must, every node says what it injected, and node 0's losses are those of the fault-free
 // in-process cluster on the same partitions. Every process is killed and reaped whatever happens.
 #include <gtest/gtest.h>
@@ -25,7 +26,7 @@ TEST(FaultPolicy, NodesUnderAFaultsSectionRefuseWhatTheyMustAndTrainAsWithoutFau
   write_partitions(d, partition_graph(d.graph, d.train, 3, partition_method::metis, 1),
                    dir.path / "parts", "metis", 1, 3);
   std::ofstream(dir.path / "faults.conf")
-      << "[faults]\nseed = 7\ncorrupt = 0.05\nduplicate = 0.05\n";
+      << "[faults]\nseed = 7\ncorrupt = 0.05\nduplicate = 0.05\ndelay = 0.05\ndelay-ms = 20\n";
   std::string peers;
   for (int k = 0; k < 3; ++k)
     peers += (k ? "," : "") + std::string("127.0.0.1:") + std::to_string(free_port_pair());
@@ -47,6 +48,10 @@ TEST(FaultPolicy, NodesUnderAFaultsSectionRefuseWhatTheyMustAndTrainAsWithoutFau
     EXPECT_TRUE(contains(read_file(log(k)), "faults injected on this process's sends (seed 7)"))
         << read_file(log(k));
   EXPECT_GT(std::stoull(summary_field(out0, R"("rejected":(\d+))")), 0u) << out0;
+  std::uint64_t delayed = 0;
+  for (int k = 0; k < 3; ++k)
+    delayed += std::stoull(summary_field(read_file(log(k)), R"(, (\d+) delayed)"));
+  EXPECT_GT(delayed, 0u);
 
   const train_settings s = small_run_reference(data, dir.path / "parts", 2);
   std::vector<double> expected;

@@ -1,0 +1,25 @@
+// The delaying relay of the fault policy.
+#include "actors/delayed_relay.hpp"
+
+#include "actors/messages.hpp"
+
+namespace degnn {
+
+caf::actor spawn_delayed_relay(caf::actor_system& sys, caf::actor to, caf::message what,
+                               std::chrono::milliseconds delay) {
+  return sys.spawn([to, what, delay](caf::event_based_actor* self) -> caf::behavior {
+    return {
+        [=](relay_atom) {
+          // The request is answered by its receiver once delegated, never here.
+          auto rp = self->make_response_promise();
+          self->become([=](fire_atom) mutable {
+            rp.delegate(to, what);
+            self->quit();
+          });
+          self->delayed_send(self, delay, fire_atom_v);
+        },
+    };
+  });
+}
+
+}  // namespace degnn
