@@ -86,9 +86,9 @@ int run_node(int argc, char** argv) {
   // Heartbeats on every connection: a peer that stops answering (SIGSTOP, a cut link) is dropped
   // after the connection timeout, which the coordinator sees as a lost actor.
   const auto heartbeat = std::chrono::milliseconds(opts.integer("heartbeat-ms", 10, 60'000));
+  const auto silence = heartbeat * opts.integer("heartbeat-misses", 2, 1000);
   cfg.set("middleman.heartbeat-interval", caf::timespan{heartbeat});
-  cfg.set("middleman.connection-timeout",
-          caf::timespan{heartbeat * opts.integer("heartbeat-misses", 2, 1000)});
+  cfg.set("middleman.connection-timeout", caf::timespan{silence});
   caf::actor_system sys{cfg};
   const deadline join_until =
       std::chrono::steady_clock::now() + std::chrono::seconds(opts.integer("join-timeout", 1));
@@ -425,9 +425,11 @@ int run_node(int argc, char** argv) {
     } catch (const std::exception& e) {
       const std::string why = with_node_of_partition(members.view, e.what());
       stopwatch clock;
-      const std::vector<int> lost = recovers ? lost_members(self, node, local_key, mesh,
-                                                            members.view, std::chrono::seconds(2))
-                                             : std::vector<int>{};
+      // A member still busy with the failed step answers late, not never: it counts as lost
+      // only after the silence the heartbeat allows.
+      const std::vector<int> lost =
+          recovers ? lost_members(self, node, local_key, mesh, members.view, silence)
+                   : std::vector<int>{};
       if (lost.empty()) {
         if (board) board->set_phase("failed");
         throw std::runtime_error(me_name + ": " + why);

@@ -20,9 +20,16 @@
 # steps redone, final test accuracy, committed checkpoints lost, processes left) and a JSON line
 # each. SCENARIOS="adopt-kill2 replace-kill2" runs those only (and the reference).
 # Usage: scripts/recovery_runs.sh [EPOCHS] [KILL_AT]   (after scripts/build.sh)
+# Environment: DATASET (default data/pubmed), EVAL_EVERY (5), MAX_BATCHES (steps an epoch, all),
+# HEARTBEAT (node options of the in-run scenarios, "--heartbeat-ms 250 --heartbeat-misses 12").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 epochs=${1:-40}
+dataset=${DATASET:-data/pubmed}
+eval_every=${EVAL_EVERY:-5}
+heartbeat=${HEARTBEAT:---heartbeat-ms 250 --heartbeat-misses 12}
+per_run=()
+[[ -n ${MAX_BATCHES:-} ]] && per_run=(--max-batches "$MAX_BATCHES")
 kill_at=${2:-17}
 degnn=$PWD/${DEGNN_BUILD_DIR:-build}/runtime/degnn
 work=$(mktemp -d)
@@ -33,15 +40,15 @@ cleanup() {
   [[ -n ${KEEP:-} ]] || rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
-"$degnn" partition --data data/pubmed --parts 4 --method metis --out "$work/parts" >/dev/null
+"$degnn" partition --data "$dataset" --parts 4 --method metis --out "$work/parts" >/dev/null
 port=$((21000 + RANDOM % 20000))
 
 want() { [[ -z ${SCENARIOS:-} || " $SCENARIOS " == *" $1 "* ]]; }
 # node_cmd K EPOCHS: the command line every node of a run shares (K names its folder)
 node_cmd() {
   cmd=("$degnn" node --partitions "$work/parts" --pipeline decentralized --layers 3
-    --fanouts 10,10,10 --epochs "$2" --eval-every 5 --seed 1 --no-progress --threads 1
-    --checkpoint-dir "$work/ck-$1")
+    --fanouts 10,10,10 --epochs "$2" --eval-every "$eval_every" --seed 1 --no-progress --threads 1
+    --checkpoint-dir "$work/ck-$1" "${per_run[@]}")
 }
 
 # start NAME EPOCHS [extra args for node 2] : 4 nodes in the background, node K logs to NAME-K.log
@@ -110,7 +117,8 @@ for scenario in adopt-kill2 replace-kill2 adopt-stop2; do
   rm -rf "$work"/ck-*
   how=adopt
   [[ $scenario == replace-* ]] && how=replace
-  all_nodes=(--recover "$how" --heartbeat-ms 250 --heartbeat-misses 12)
+  # shellcheck disable=SC2206
+  all_nodes=(--recover "$how" $heartbeat)
   start "$scenario" "$epochs"
   log0=$work/$scenario-0.log
   until grep -q "^epoch *$kill_at " "$log0"; do sleep 0.02; done
