@@ -114,6 +114,47 @@ TEST(WireMembership, RejectsViewsThatAreNotAPartitionMapAndBadJoins) {
   EXPECT_NE(join_error(k).find("name is empty"), std::string::npos);
 }
 
+// A recovery's views: a lost member keeps its rank and serves nothing; replaced ranks are named.
+TEST(WireMembership, ARecoveryViewRoundTripsAndItsLostAndReplacedRanksAreChecked) {
+  membership_view v = three_members();
+  v.id = 2;
+  v.resume_step = 40;
+  v.members[2].lost = true;
+  v.members[1].partitions = {1, 2};
+  v.members[2].partitions.clear();
+  const membership_view d = decode_membership_view(ctx, encode(ctx, v));
+  EXPECT_TRUE(d.members[2].lost);
+  EXPECT_FALSE(d.members[1].lost);
+  EXPECT_EQ(d.rank_of_partition(2), 1);
+  EXPECT_EQ(d.resume_step, 40u);
+
+  membership_view r = three_members();
+  r.id = 2;
+  r.replaced = {2};
+  EXPECT_EQ(decode_membership_view(ctx, encode(ctx, r)).replaced, (std::vector<std::int32_t>{2}));
+
+  auto refused = [](membership_view bad) {
+    return rejection([&] { decode_membership_view(ctx, encode(ctx, bad)); });
+  };
+  membership_view still_serving = v;
+  still_serving.members[2].partitions = {2};
+  still_serving.members[1].partitions = {1};
+  EXPECT_NE(refused(still_serving).find("is lost but still serves"), std::string::npos);
+  membership_view lost_coordinator = three_members();
+  lost_coordinator.members[0].lost = true;
+  lost_coordinator.members[0].partitions.clear();
+  lost_coordinator.members[1].partitions = {0, 1, 3};
+  EXPECT_NE(refused(lost_coordinator).find("is the coordinator"), std::string::npos);
+  for (std::int32_t bad_rank : {0, 3, -1}) {
+    membership_view odd = three_members();
+    odd.replaced = {bad_rank};
+    EXPECT_NE(refused(odd).find("replaced rank"), std::string::npos) << bad_rank;
+  }
+  membership_view replaced_lost = v;
+  replaced_lost.replaced = {2};
+  EXPECT_NE(refused(replaced_lost).find("replaced rank 2"), std::string::npos);
+}
+
 TEST(WireMembership, RejectsEveryTruncationAndSurvivesRandomCorruption) {
   const auto view = encode(ctx, three_members());
   for (size_t n = 0; n < view.size(); ++n) {
