@@ -106,8 +106,16 @@ void gather(Self* self, Atom atom, std::vector<wire_request<Handle, Atom>> reque
     }
     if (again) {
       if (auto* c = link.counts()) ++c->duplicated;
-      self->request(to, timeout, atom, std::move(*again))
-          .then([](wire_message&) {}, [](caf::error&) {});
+      if (fate.delay_ms > 0) {
+        // Behind a delayed original, held back a little longer: the copy must stay the one refused.
+        auto relay = spawn_delayed_relay(self->home_system(), caf::actor_cast<caf::actor>(to),
+                                         caf::make_message(atom, std::move(*again)),
+                                         std::chrono::milliseconds(fate.delay_ms + 5));
+        self->request(relay, timeout, relay_atom_v).then([](wire_message&) {}, [](caf::error&) {});
+      } else {
+        self->request(to, timeout, atom, std::move(*again))
+            .then([](wire_message&) {}, [](caf::error&) {});
+      }
     }
   };
   for (size_t i = 0; i < requests.size(); ++i)

@@ -1,5 +1,6 @@
 // A sliding window per sender, as in IPsec's anti-replay check: CAF keeps the order of one
-// sender's messages to one receiver, so a duplicate arrives within the window of its original.
+// sender's messages to one receiver, so a duplicate arrives within the window of its original;
+// a message the fault policy held back (at most 200 ms) arrives late but within it.
 #include "actors/message_guard.hpp"
 
 namespace degnn {

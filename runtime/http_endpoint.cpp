@@ -2,9 +2,11 @@
 #include "runtime/http_endpoint.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <stdexcept>
 #include <thread>
 
+#include "runtime/cli_options.hpp"
 #include "runtime/status_board.hpp"
 
 // Last: httplib.h pulls in <resolv.h>, whose `_res` macro breaks Eigen's templates.
@@ -48,6 +50,25 @@ http_endpoint::~http_endpoint() {
 
 std::uint16_t http_endpoint::port() const {
   return static_cast<std::uint16_t>(impl_->port);
+}
+
+std::unique_ptr<http_endpoint> node_http_endpoint(const option_set& opts, bool node0,
+                                                  const status_board* board) {
+  if (!opts.given("http")) return nullptr;
+  if (!node0 || !board) {
+    std::fprintf(stderr, "node: --http is served by node 0 only; not serving it here\n");
+    return nullptr;
+  }
+  const endpoint where = parse_endpoint(opts.str("http"), "--http", true);
+  if (!is_loopback(where.host) && !opts.flag("insecure")) {
+    throw config_error("node: --http " + where.host +
+                       " is not a loopback address; pass --insecure to serve the training's "
+                       "status there (read-only, unauthenticated)");
+  }
+  auto http = std::make_unique<http_endpoint>(where, *board);
+  std::fprintf(stderr, "node 0: status on http://%s:%u/status and /metrics\n", where.host.c_str(),
+               http->port());
+  return http;
 }
 
 }  // namespace degnn

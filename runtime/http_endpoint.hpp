@@ -13,6 +13,8 @@ namespace degnn {
 
 class status_board;
 
+class option_set;
+
 class http_endpoint {
  public:
   /// Binds `where` (port 0: any free port) or throws naming the address.
@@ -27,5 +29,10 @@ class http_endpoint {
   struct impl;
   std::unique_ptr<impl> impl_;
 };
+
+/// degnn node --http ADDR:PORT: node 0's endpoint on `board` (a loopback address unless
+/// --insecure; throws config_error otherwise); on other nodes none, said on stderr.
+std::unique_ptr<http_endpoint> node_http_endpoint(const option_set& opts, bool node0,
+                                                  const status_board* board);
 
 }  // namespace degnn

@@ -74,10 +74,12 @@ std::string read_recover_mode(const option_set& opts, const train_settings& s,
     throw config_error("--recover " + how +
                        " rolls the cluster back to its last commit: it needs --checkpoint-dir "
                        "(and --checkpoint-every N for commits inside an epoch)");
-  if (how == "replace" && mode.kind == launch_mode::static_peers)
-    throw config_error(
-        "--recover replace takes a new node through the seed; a --peers cluster has none (use "
-        "--recover adopt)");
+  // A static cluster's view has no secret, so a new view could not be told from node 0's.
+  if (how != "off" && mode.kind == launch_mode::static_peers)
+    throw config_error("--recover " + how +
+                       " needs a cluster formed through a seed (its view's secret authenticates "
+                       "node 0's new views); a --peers cluster cannot recover inside the run: "
+                       "restart it with --resume");
   return how;
 }
 

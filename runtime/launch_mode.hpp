@@ -41,7 +41,7 @@ launch_mode read_launch_mode(const option_set& opts);
 struct train_settings;
 /// --recover: "off" (a lost member stops the cluster), "adopt" (the survivors take over its
 /// partitions) or "replace" (a new node joining through the seed does); both roll the cluster
-/// back to its last commit, so they need a checkpoint folder, and replace needs a seed.
+/// back to its last commit, so they need a checkpoint folder, and a seed.
 std::string read_recover_mode(const option_set& opts, const train_settings& s,
                               const launch_mode& mode);
 

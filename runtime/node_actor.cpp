@@ -1,5 +1,6 @@
 // The node actor's behaviour. Phases: joining (the seed takes joins; greetings are not_ready)
-// -> serving (after serve: greetings, workers, view) -> viewed (after view: ready, bye).
+// -> serving (after serve: greetings, workers, view) -> viewed (after view: ready, bye); after a
+// recovery the runtime serves the next view's role, and serving and viewed come again.
 #include "runtime/node_actor.hpp"
 #include "runtime/node_state.hpp"
 
@@ -63,100 +64,20 @@ namespace {
 
 using namespace node_detail;
 
+// A rank a new node serves in `view` greets again (with its new node actor).
+void forget_replaced(node_state& st, const wire::membership_view& view) {
+  for (std::int32_t r : view.replaced) {
+    st.greeted.erase(r);
+    st.refused.erase(r);
+    st.gone.erase(r);
+  }
+}
+
 // Why greetings and worker requests wait; "fetching" lets the asker extend its deadline.
 std::string not_serving_yet(const node_state& st) {
   if (!st.fetching.empty())
     return st.me() + " is fetching its partitions from the seed (" + st.fetching + ")";
   return st.me() + " has not spawned its workers yet";
-}
-
-// The seed forms the cluster: every waiting joiner gets the same view.
-void form(node_pointer self) {
-  auto& st = self->state;
-  std::vector<std::uint64_t> key_of_rank;
-  wire::membership_view view = st.seed->joins.close(1, key_of_rank);
-  view.secret = random_hex(32);
-  view.resume_step = st.seed->resume_step;
-  st.view_bytes = wire::encode(st.ctx, view);
-  std::string names;
-  for (const auto& m : view.members)
-    names += (m.rank ? ", " : "") + std::to_string(m.rank) + "=" + m.name;
-  if (st.log)
-    st.log("formed view 1 with " + std::to_string(view.members.size()) + " nodes (" + names + ")");
-  for (auto& [key, pj] : st.joins)
-    pj.reply.deliver(st.view_bytes);
-  st.joins.clear();
-  for (auto& w : st.formed_waiters)
-    w.deliver(st.view_bytes);
-  st.formed_waiters.clear();
-}
-
-caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<char>& b) {
-  auto& st = self->state;
-  auto refuse = [&](const std::string& why) -> caf::result<std::vector<char>> {
-    if (st.log) st.log("refused a join from " + sender_name(self->current_sender()) + ": " + why);
-    return actor_error(actor_errc::rejected, why);
-  };
-  if (!st.seed) return refuse("this node is not the seed");
-  wire::join_request j;
-  try {
-    wire::context small = st.ctx;
-    small.max_bytes = 64 << 10;  // identity lines and a certificate: never more
-    j = wire::decode_join_request(small, b);
-  } catch (const wire::wire_error& e) {
-    return refuse(e.what());
-  }
-  const auto sender = self->current_sender();
-  if (!sender) return refuse("an anonymous sender");
-  if (st.seed->tls) {
-    // CAF's TLS layer checked that the peer holds some certificate of the CA; the proof binds
-    // this request to that certificate's name and to this job.
-    std::string certified;
-    const std::string why =
-        check_proof(self, *st.seed->tls, {j.certificate, j.signature, j.token_mac}, certified);
-    if (!why.empty()) return refuse("joiner '" + j.name + "': " + why);
-    // Operator certificates are for the console, not for serving partitions.
-    if (certified.rfind("node-", 0) != 0)
-      return refuse("joiner '" + j.name + "' holds a certificate of '" + certified +
-                    "', not of a node (node-K)");
-    if (certified != j.name) {
-      return refuse("joiner calls itself '" + j.name + "' but its certificate is made out to '" +
-                    certified + "'");
-    }
-  }
-  // The settings only now: a joiner without a proof learns nothing of them.
-  const std::string diff =
-      cluster_identity{st.identity}.difference(j.identity, "the seed", "joiner '" + j.name + "'");
-  if (!diff.empty()) return refuse("settings that must agree differ: " + diff);
-  const std::uint64_t key = ++st.next_key;
-  // A formed cluster takes a node only as the replacement node 0 waits for after a loss.
-  if (st.seed->joins.closed() && st.replacing) {
-    if (st.log)
-      st.log("replacement " + j.name + " at " + j.host + ":" + std::to_string(j.port) + " joined");
-    auto rp = self->make_response_promise<std::vector<char>>();
-    st.joins[key] = {rp, caf::actor_cast<caf::actor_addr>(sender)};
-    st.replacing->deliver(b);
-    st.replacing.reset();
-    return rp;
-  }
-  if (auto why = st.seed->joins.add(key, {j.host, j.port, j.rank_hint, j.name}); !why.empty())
-    return refuse("joiner '" + j.name + "': " + why);
-  auto& rv = st.seed->joins;
-  if (st.log) {
-    const std::string where = j.host + ":" + std::to_string(j.port);
-    st.log(j.name + (j.name == where ? "" : " at " + where) + " joined (" +
-           std::to_string(rv.size()) + " nodes)");
-  }
-  auto rp = self->make_response_promise<std::vector<char>>();
-  st.joins[key] = {rp, caf::actor_cast<caf::actor_addr>(sender)};
-  self->monitor(sender);
-  if (rv.full()) {
-    form(self);
-  } else if (rv.enough() && !st.last_call_armed) {
-    st.last_call_armed = true;
-    self->delayed_send(self, st.seed->last_call, last_call_atom_v, st.local_key);
-  }
-  return rp;
 }
 
 node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
@@ -206,7 +127,11 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
           if (req.path.rfind(prefix, 0) != 0 || st.seed->checkpoints.empty())
             return wire::encode(wire::context{},
                                 read_chunk(st.seed->partitions, st.seed->files, req));
-          // A checkpoint file offered to a replacement: read from the checkpoint folder.
+          // A checkpoint file offered to a replacement: read from the checkpoint folder, given
+          // to accepted replacements only (the model is not for whoever reaches the seed).
+          const auto sender = self->current_sender();
+          if (!sender || !st.replacements.count(sender->node()))
+            throw std::runtime_error("'" + req.path + "' is offered to replacements only");
           const wire::file_entry* f = st.seed->files.find(req.path);
           if (!f) throw std::runtime_error("'" + req.path + "' is not offered");
           wire::file_manifest one{{*f}};
@@ -449,15 +374,14 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         } catch (const wire::wire_error& e) {
           return actor_error(actor_errc::rejected, std::string("a malformed view: ") + e.what());
         }
+        if (view.members.size() != static_cast<size_t>(st.role->nodes))
+          return actor_error(actor_errc::rejected, "a view of another cluster size");
         if (view.id <= st.role->view_id || view.secret != st.role->view_secret)
           return actor_error(actor_errc::rejected, "view " + std::to_string(view.id) +
                                                        " is not after view " +
                                                        std::to_string(st.role->view_id));
         st.recovery = bytes;
-        for (std::int32_t r : view.replaced) {
-          st.greeted.erase(r);
-          st.refused.erase(r);
-        }
+        forget_replaced(st, view);
         if (st.log) st.log("view " + std::to_string(view.id) + " announced by node 0");
         return true;
       },
@@ -466,10 +390,12 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
           return actor_error(actor_errc::rejected, "asked outside this node's process");
         return std::exchange(self->state.recovery, {});
       },
-      [self](replace_atom, const std::string& key) -> caf::result<std::vector<char>> {
+      [self](replace_atom, std::vector<std::string>& taken,
+             const std::string& key) -> caf::result<std::vector<char>> {
         auto& st = self->state;
         if (!from_this_process(self, key) || !st.seed)
           return actor_error(actor_errc::rejected, "asked outside the seed's process");
+        st.taken = std::move(taken);
         if (st.replacing) st.replacing->deliver(actor_error(actor_errc::rejected, "asked again"));
         st.replacing = self->make_response_promise<std::vector<char>>();
         return *st.replacing;
@@ -485,10 +411,7 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         } catch (const wire::wire_error& e) {
           return actor_error(actor_errc::rejected, e.what());
         }
-        for (std::int32_t r : view.replaced) {
-          st.greeted.erase(r);
-          st.refused.erase(r);
-        }
+        forget_replaced(st, view);
         for (auto& [k, pj] : st.joins)
           pj.reply.deliver(bytes);
         st.joins.clear();

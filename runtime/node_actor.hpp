@@ -127,39 +127,40 @@ namespace degnn {
 /// wire::membership_view after a member was lost -> true; this node's runtime picks it up,
 /// rolls its workers back and serves the new view's role), recovery (this process only -> the
 /// view node 0 announced and nobody took yet, or nothing); on the seed, this process only:
-/// replace (-> the encoded join request of the next node that joins the formed cluster, held
-/// until place), place (the new view -> true: the held joiners get it, and the ranks it
-/// replaced may greet again), offer (a file of the seed's checkpoint folder -> true: listed in
-/// the manifest under checkpoint/ and served like a partition file); gone (this process only ->
+/// replace (the live members' names and HOST:PORTs, which a replacement may not take -> the
+/// encoded join request of the next node that joins the formed cluster, held until place), place
+/// (the new view -> true: the held joiners get it, and the ranks it replaced may greet again),
+/// offer (a file of the seed's checkpoint folder -> true: listed in the manifest under checkpoint/
+/// and served, to accepted replacements only, like a partition file); gone (this process only ->
 /// the ranks that greeted this node and whose node actor is down since: a killed process is
 /// known at once, without waiting for a probe to time out).
-using node_actor =
-    caf::typed_actor<caf::replies_to<manifest_atom>::with<std::vector<char>>,
-                     caf::replies_to<chunk_atom, std::vector<char>>::with<std::vector<char>>,
-                     caf::replies_to<challenge_atom>::with<std::vector<char>>,
-                     caf::replies_to<console_atom, std::vector<char>>::with<std::vector<char>>,
-                     caf::replies_to<join_atom, std::vector<char>>::with<std::vector<char>>,
-                     caf::replies_to<formed_atom, std::string>::with<std::vector<char>>,
-                     caf::reacts_to<last_call_atom, std::string>,
-                     caf::reacts_to<fetching_atom, std::string, std::string>,
-                     caf::replies_to<serve_atom, node_role, std::string>::with<bool>,
-                     caf::replies_to<greet_atom, node_greeting>::with<std::int32_t>,
-                     caf::replies_to<greeted_atom, std::int32_t>::with<node_greeting>,
-                     caf::replies_to<workers_atom, std::uint64_t>::with<peer_view>,
-                     caf::replies_to<view_atom, peer_view, std::string>::with<bool>,
-                     caf::replies_to<ready_atom, peer_view>::with<std::vector<std::int64_t>>,
-                     caf::replies_to<bye_atom, std::string>::with<bool>,
-                     caf::replies_to<farewell_atom, std::string>::with<bool>,
-                     caf::replies_to<kill_atom, std::string, std::int32_t>::with<bool>,
-                     caf::reacts_to<kill_now_atom, std::string, std::int32_t>,
-                     caf::replies_to<node_stats_atom>::with<std::vector<std::int64_t>>,
-                     caf::reacts_to<stats_poll_atom, std::string>,
-                     caf::replies_to<recover_atom, std::vector<char>, std::string>::with<bool>,
-                     caf::replies_to<recovery_atom, std::string>::with<std::vector<char>>,
-                     caf::replies_to<replace_atom, std::string>::with<std::vector<char>>,
-                     caf::replies_to<place_atom, std::vector<char>, std::string>::with<bool>,
-                     caf::replies_to<offer_atom, std::string, std::string>::with<bool>,
-                     caf::replies_to<gone_atom, std::string>::with<std::vector<std::int32_t>>>;
+using node_actor = caf::typed_actor<
+    caf::replies_to<manifest_atom>::with<std::vector<char>>,
+    caf::replies_to<chunk_atom, std::vector<char>>::with<std::vector<char>>,
+    caf::replies_to<challenge_atom>::with<std::vector<char>>,
+    caf::replies_to<console_atom, std::vector<char>>::with<std::vector<char>>,
+    caf::replies_to<join_atom, std::vector<char>>::with<std::vector<char>>,
+    caf::replies_to<formed_atom, std::string>::with<std::vector<char>>,
+    caf::reacts_to<last_call_atom, std::string>,
+    caf::reacts_to<fetching_atom, std::string, std::string>,
+    caf::replies_to<serve_atom, node_role, std::string>::with<bool>,
+    caf::replies_to<greet_atom, node_greeting>::with<std::int32_t>,
+    caf::replies_to<greeted_atom, std::int32_t>::with<node_greeting>,
+    caf::replies_to<workers_atom, std::uint64_t>::with<peer_view>,
+    caf::replies_to<view_atom, peer_view, std::string>::with<bool>,
+    caf::replies_to<ready_atom, peer_view>::with<std::vector<std::int64_t>>,
+    caf::replies_to<bye_atom, std::string>::with<bool>,
+    caf::replies_to<farewell_atom, std::string>::with<bool>,
+    caf::replies_to<kill_atom, std::string, std::int32_t>::with<bool>,
+    caf::reacts_to<kill_now_atom, std::string, std::int32_t>,
+    caf::replies_to<node_stats_atom>::with<std::vector<std::int64_t>>,
+    caf::reacts_to<stats_poll_atom, std::string>,
+    caf::replies_to<recover_atom, std::vector<char>, std::string>::with<bool>,
+    caf::replies_to<recovery_atom, std::string>::with<std::vector<char>>,
+    caf::replies_to<replace_atom, std::vector<std::string>, std::string>::with<std::vector<char>>,
+    caf::replies_to<place_atom, std::vector<char>, std::string>::with<bool>,
+    caf::replies_to<offer_atom, std::string, std::string>::with<bool>,
+    caf::replies_to<gone_atom, std::string>::with<std::vector<std::int32_t>>>;
 
 /// The seed's part: its rendezvous, and how long it waits for more nodes once MIN joined.
 struct seed_role {

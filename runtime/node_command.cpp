@@ -162,22 +162,7 @@ int run_node(int argc, char** argv) {
     board->set_faults(ws.faults, ws.fault_counts, allow_faults);
     if (s.pipeline == "decentralized") board->set_history(s.history_bits, s.staleness);
   }
-  std::optional<http_endpoint> http;
-  if (opts.given("http")) {
-    if (coordinates) {
-      const endpoint where = parse_endpoint(opts.str("http"), "--http", true);
-      if (!is_loopback(where.host) && !opts.flag("insecure")) {
-        throw config_error("node: --http " + where.host +
-                           " is not a loopback address; pass --insecure to serve the training's "
-                           "status there (read-only, unauthenticated)");
-      }
-      http.emplace(where, *board);
-      std::fprintf(stderr, "node 0: status on http://%s:%u/status and /metrics\n",
-                   where.host.c_str(), http->port());
-    } else {
-      std::fprintf(stderr, "node: --http is served by node 0 only; not serving it here\n");
-    }
-  }
+  const auto http = node_http_endpoint(opts, coordinates, board.get());
 
   std::string me_name = mode.kind == launch_mode::static_peers ? "node " + std::to_string(mode.id)
                         : mode.kind == launch_mode::seed       ? "seed"
@@ -374,7 +359,15 @@ int run_node(int argc, char** argv) {
       std::vector<char> next;
       self->request(node, std::chrono::seconds(10), recovery_atom_v, local_key)
           .receive([&](std::vector<char>& b) { next = std::move(b); }, [](caf::error&) {});
-      if (!next.empty()) move_to(wire::decode_membership_view(ctx, next));
+      if (next.empty()) continue;
+      const wire::membership_view view = wire::decode_membership_view(ctx, next);
+      const auto& replaced = view.replaced;
+      if (view.members[static_cast<size_t>(id)].lost ||
+          std::find(replaced.begin(), replaced.end(), id) != replaced.end())
+        throw std::runtime_error(me_name + ": node 0 counted this node lost in view " +
+                                 std::to_string(view.id) +
+                                 " (it did not answer within the heartbeat's silence); stopping");
+      move_to(view);
     }
     bool clean = false;
     if (node0_gone) {
@@ -445,6 +438,11 @@ int run_node(int argc, char** argv) {
       std::snprintf(probed, sizeof probed, "%.2f", clock.seconds());
       say("lost node " + gone + " at step " + std::to_string(st.step) + " (" + why + "; found in " +
           probed + " s)");
+      if (back_to >=
+          static_cast<std::uint64_t>(s.epochs) * batches_per_epoch(train_sizes, s.batch_size)) {
+        say("the run's last step was saved before the loss: nothing to redo");
+        break;
+      }
       if (board) board->set_phase("recovering");
       const wire::membership_view next =
           next_view(self, node, local_key, ctx, members.view, lost, back_to, recovery, say);
@@ -455,7 +453,7 @@ int run_node(int argc, char** argv) {
           "; every node rolls back to step " + std::to_string(back_to) +
           " (the last checkpoint every node wrote)");
       if (board) board->set_view(next);
-      announce_view(self, mesh, ctx, next);
+      announce_view(self, mesh, ctx, members.view, next);
       coord.reset();
       move_to(next);
       wire_coordinator();

@@ -1,7 +1,6 @@
-// One node's connections to the other members and the handles of every partition's worker
-// actors: formed once the view is known, the handles taken again after every view change (a
-// recovery moves partitions and respawns every worker). Blocking calls of the node's runtime
-// thread, each bounded by a deadline; failures throw, named after this node.
+// One node's connections to the other members and every partition's worker handles: formed once
+// the view is known, the handles taken again after every view change (a recovery respawns every
+// worker). Blocking calls of the runtime thread, each bounded by a deadline; failures throw.
 #pragma once
 
 #include <caf/all.hpp>

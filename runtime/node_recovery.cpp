@@ -32,10 +32,12 @@ std::vector<int> lost_members(caf::scoped_actor& self, const node_actor& node,
       asked.emplace_back(static_cast<int>(p),
                          self->request(mesh.node_of(p), wait, node_stats_atom_v));
   }
+  // Only silence counts: a member that answers with an error is there.
   for (auto& [rank, h] : asked) {
-    bool answered = false;
-    h.receive([&](std::vector<std::int64_t>&) { answered = true; }, [](caf::error&) {});
-    if (!answered) lost.push_back(rank);
+    bool silent = false;
+    h.receive([](std::vector<std::int64_t>&) {},
+              [&](caf::error& e) { silent = e == caf::sec::request_timeout; });
+    if (silent) lost.push_back(rank);
   }
   std::sort(lost.begin(), lost.end());
   return lost;
@@ -75,10 +77,11 @@ wire::membership_view adopted_view(const wire::membership_view& view, const std:
 
 wire::join_request await_replacement(caf::scoped_actor& self, const node_actor& node,
                                      const std::string& local_key, const wire::context& ctx,
+                                     const std::vector<std::string>& taken,
                                      std::chrono::seconds wait) {
   std::vector<char> bytes;
   std::string failure;
-  self->request(node, wait, replace_atom_v, local_key)
+  self->request(node, wait, replace_atom_v, taken, local_key)
       .receive([&](std::vector<char>& b) { bytes = std::move(b); },
                [&](caf::error& e) { failure = caf::to_string(e); });
   if (bytes.empty())
@@ -136,12 +139,21 @@ wire::membership_view next_view(caf::scoped_actor& self, const node_actor& node,
   } catch (const data_error&) {
     if (step != 0) throw;
   }
+  // A replacement may take a lost member's name (its certificate), not a live one's.
+  std::vector<std::string> taken;
+  for (const auto& m : view.members) {
+    if (m.lost || std::find(lost.begin(), lost.end(), m.rank) != lost.end()) continue;
+    taken.push_back(m.name);
+    taken.push_back(m.host + ":" + std::to_string(m.port));
+  }
   std::vector<wire::join_request> joiners;
   for (int r : lost) {
     say("waiting up to " + std::to_string(rs.replace_wait.count()) +
         " s for a node to replace node " + std::to_string(r) + " (degnn node --join " +
         rs.seed_address + " with the cluster's settings)");
-    joiners.push_back(await_replacement(self, node, local_key, ctx, rs.replace_wait));
+    joiners.push_back(await_replacement(self, node, local_key, ctx, taken, rs.replace_wait));
+    taken.push_back(joiners.back().name);
+    taken.push_back(joiners.back().host + ":" + std::to_string(joiners.back().port));
   }
   wire::membership_view next = replaced_view(view, lost, joiners, step);
   std::string failure;
@@ -170,13 +182,16 @@ cluster_start replacement_start(caf::actor_system& sys, const node_actor& seed,
 }
 
 void announce_view(caf::scoped_actor& self, const node_mesh& mesh, const wire::context& ctx,
-                   const wire::membership_view& next) {
+                   const wire::membership_view& before, const wire::membership_view& next) {
   const std::vector<char> bytes = wire::encode(ctx, next);
   for (size_t p = 1; p < next.members.size(); ++p) {
-    // A replacement got the view as its join's answer.
+    // The member lost at p, if it still runs (counted lost for its silence), learns that it
+    // is out and stops; nobody waits for it. A replacement got the view as its join's answer.
     const auto& r = next.replaced;
-    if (next.members[p].lost || std::find(r.begin(), r.end(), static_cast<int>(p)) != r.end())
+    if (next.members[p].lost || std::find(r.begin(), r.end(), static_cast<int>(p)) != r.end()) {
+      if (!before.members[p].lost) self->send(mesh.node_of(p), recover_atom_v, bytes, next.secret);
       continue;
+    }
     std::string failure;
     self->request(mesh.node_of(p), std::chrono::seconds(10), recover_atom_v, bytes, next.secret)
         .receive([](bool) {}, [&](caf::error& e) { failure = caf::to_string(e); });

@@ -1,6 +1,7 @@
-// Recovery from a lost member inside a running cluster (--recover adopt, DESIGN.md section 8):
-// node 0 finds which members stopped answering, makes the next view (their partitions go to
-// survivors, every worker rolls back to the last commit) and announces it to the survivors.
+// Recovery from a lost member inside a running cluster (--recover adopt|replace, DESIGN.md
+// section 8): node 0 finds the lost members, makes the next view (their partitions go to
+// survivors or to replacements that join through the seed) and announces it; every worker rolls
+// back to the last checkpoint. A replacement's start comes from the seed.
 #pragma once
 
 #include <caf/all.hpp>
@@ -31,9 +32,11 @@ wire::membership_view adopted_view(const wire::membership_view& view, const std:
 
 /// Node 0 (the seed), --recover replace: the join request of the next node that joins the
 /// formed cluster within `wait` (checked like any joiner: settings, and with TLS its
-/// certificate). The joiner waits for its view until `place_replacements`. Throws on time-out.
+/// certificate; its name and HOST:PORT may not be among `taken`, the live members'). The joiner
+/// waits for its view until `place_replacements`. Throws on time-out.
 wire::join_request await_replacement(caf::scoped_actor& self, const node_actor& node,
                                      const std::string& local_key, const wire::context& ctx,
+                                     const std::vector<std::string>& taken,
                                      std::chrono::seconds wait);
 
 /// The view after losing `lost[i]`, each served now by `joiners[i]` at the same rank with the
@@ -70,9 +73,10 @@ cluster_start replacement_start(caf::actor_system& sys, const node_actor& seed,
                                 const replica_config& rc, std::uint64_t run_id, int parts,
                                 std::uint64_t step);
 
-/// Gives `next` to every survivor other than node 0 and the replacements; throws naming one that
-/// refused it or did not answer.
+/// Gives `next` (after `before`) to every survivor other than node 0 and the replacements;
+/// throws naming one that refused it or did not answer. A member `next` counts lost or replaced
+/// is told too, without waiting: if it still runs, it stops.
 void announce_view(caf::scoped_actor& self, const node_mesh& mesh, const wire::context& ctx,
-                   const wire::membership_view& next);
+                   const wire::membership_view& before, const wire::membership_view& next);
 
 }  // namespace degnn

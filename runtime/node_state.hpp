@@ -1,5 +1,6 @@
-// The node actor's state and the helpers its source files share (runtime/node_actor.cpp: joins,
-// greetings and the mesh; runtime/node_console.cpp: the operator console). Not an interface.
+// The node actor's state and the helpers its source files share (runtime/node_actor.cpp: its
+// behaviour; runtime/node_joins.cpp: the seed's joins; runtime/node_console.cpp: the operator
+// console). Not an interface.
 #pragma once
 
 #include <map>
@@ -52,6 +53,9 @@ struct node_state {
   std::vector<char> recovery;
   /// The seed, after a member was lost: node 0's runtime waits for a replacement to join.
   std::optional<caf::typed_response_promise<std::vector<char>>> replacing;
+  std::vector<std::string> taken;  ///< live members' names and addresses: no replacement's
+  /// The CAF nodes of accepted replacements: the only askers served checkpoint/ files.
+  std::set<caf::node_id> replacements;
 
   std::string me() const {
     return role ? "node " + std::to_string(role->rank) : std::string(seed ? "the seed" : "node");
@@ -68,6 +72,10 @@ bool from_node0(node_pointer self, const std::string& secret);
 /// once): "" with `who` set to the certificate's name, or why not.
 std::string check_proof(node_pointer self, const tls_files& tls, const join_proof& proof,
                         std::string& who);
+/// The seed forms the cluster: every waiting joiner gets the same view.
+void form(node_pointer self);
+/// A join request (see node_actor's join): the view once formed, or why not.
+caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<char>& b);
 /// A console request (node 0 only): the encoded console_reply.
 std::vector<char> answer_operator(node_pointer self, const std::vector<char>& b);
 

@@ -11,7 +11,8 @@
 #           dropped) | loss (PERCENT of the packets dropped, each way)
 #   TARGET  a rank 0..3, or all
 #   for S   undo after S seconds (stop, cut, loss; at the run's end otherwise)
-# Prints one row per scenario (detected after, training again after, steps redone, final test
+# Prints one row per scenario (detected after, training again after (node 0's next epoch line,
+# the history rebuilt), steps redone, final test
 # accuracy, slowest epoch, commits lost, processes left) and a JSON line each, after a fault-free
 # reference run in the same namespaces.
 set -euo pipefail
@@ -26,16 +27,18 @@ epochs=${1:-40}
 shift || true
 scenarios=("$@")
 [[ ${#scenarios[@]} -gt 0 ]] || scenarios=(scripts/faults/*.scenario)
-degnn=$PWD/${DEGNN_BUILD_DIR:-build}/runtime/degnn
+degnn=${DEGNN_BINARY:-$PWD/${DEGNN_BUILD_DIR:-build}/runtime/degnn}
 [[ -x $degnn ]] || { echo "fault_runs.sh: build first (scripts/build.sh)" >&2; exit 1; }
 work=$(mktemp -d)
 net=degf$$
 pids=()
-undo=()  # commands that undo the faults in force
+undo=()     # commands that undo the faults in force
+pending=()  # background undos still sleeping
 
 ns() { echo "$net-$1"; }
 addr() { echo "198.18.0.$(($1 + 1))"; }
 cleanup() {
+  for p in "${pending[@]}"; do kill "$p" 2>/dev/null || true; done
   for u in "${undo[@]}"; do eval "$u" 2>/dev/null || true; done
   for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill -9 "$p" 2>/dev/null || true; done
   for k in 0 1 2 3; do
@@ -82,6 +85,7 @@ now() { date +%s.%N; }
 secs() { printf %.2f "$(echo "$1 - $2" | bc)"; }
 final_test() { grep -o 'test [0-9][0-9.]*' "$1" | tail -1 | cut -d' ' -f2; }
 slowest() { grep -o '^epoch.*time [0-9.]*s' "$1" | grep -o '[0-9.]*s$' | tr -d s | sort -n | tail -1; }
+trained_again() { awk '/recovered in/ { r = 1 } r && /^epoch/ { f = 1 } END { exit !f }' "$1"; }
 left() { pgrep -f "$work/parts" | wc -l; }
 newest_commit() { grep -h '^next_step' "$work/$1"-ck-*/part-*/COMMIT 2>/dev/null | cut -d' ' -f2 | sort -n | tail -1; }
 
@@ -153,7 +157,8 @@ for file in "${scenarios[@]}"; do
   t_detected="" t_recovered=""
   while kill -0 "${pids[0]}" 2>/dev/null; do
     [[ -z $t_detected ]] && grep -q "lost node" "$log0" && t_detected=$(now)
-    [[ -z $t_recovered ]] && grep -q "recovered in" "$log0" && t_recovered=$(now)
+    # Training again: node 0's first epoch after it recovered (the history rebuilt).
+    [[ -z $t_recovered ]] && trained_again "$log0" && t_recovered=$(now)
     sleep 0.05
   done
   for p in "${pending[@]}"; do wait "$p" 2>/dev/null || true; done

@@ -69,6 +69,17 @@ start() {
     pids+=($!)
   done
 }
+# await FILE EXTENDED-REGEX: until the file has such a line; gives up after 15 minutes.
+await() {
+  local t=0
+  until grep -Eq "$2" "$1"; do
+    sleep 0.02
+    t=$((t + 1))
+    ((t < 45000)) || { echo "recovery_runs.sh: no '$2' in $1 after 15 minutes" >&2; exit 1; }
+  done
+}
+# Training again: node 0's first epoch line after it recovered (the history rebuilt).
+trained_again() { awk '/recovered in/ { r = 1 } r && /^epoch/ { f = 1 } END { exit !f }' "$1"; }
 wait_all() { for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done; }
 now() { date +%s.%N; }
 final_test() { grep -o 'test [0-9][0-9.]*' "$1" | tail -1 | cut -d' ' -f2; }
@@ -111,7 +122,8 @@ newest_commit() { grep -h '^next_step' "$work"/ck-*/part-*/COMMIT 2>/dev/null | 
 secs() { printf %.2f "$(echo "$1 - $2" | bc)"; }
 
 # In-run recovery: nothing is restarted by hand. Detected: from the fault until node 0 logs the
-# lost node; recovered: until it logs that training goes on (the new view served everywhere).
+# lost node; training again: until node 0's next epoch line (the new view served everywhere and
+# the history rebuilt).
 for scenario in adopt-kill2 replace-kill2 adopt-stop2; do
   want "$scenario" || continue
   rm -rf "$work"/ck-*
@@ -121,19 +133,24 @@ for scenario in adopt-kill2 replace-kill2 adopt-stop2; do
   all_nodes=(--recover "$how" $heartbeat)
   start "$scenario" "$epochs"
   log0=$work/$scenario-0.log
-  until grep -q "^epoch *$kill_at " "$log0"; do sleep 0.02; done
+  await "$log0" "^epoch *$kill_at "
   if [[ $scenario == *stop* ]]; then kill -STOP "${pids[2]}"; else kill -9 "${pids[2]}"; fi
   t_fault=$(now)
   committed=$(newest_commit)
   if [[ $how == replace ]]; then
-    until grep -q "waiting up to" "$log0"; do sleep 0.02; done
+    await "$log0" "waiting up to"
     node_cmd 4 "$epochs"
     "${cmd[@]}" --join "127.0.0.1:$port" "${all_nodes[@]}" >"$work/$scenario-4.log" 2>&1 &
     pids+=($!)
   fi
-  until grep -q "lost node" "$log0"; do sleep 0.02; done
+  await "$log0" "lost node"
   t_detected=$(now)
-  until grep -q "recovered in" "$log0"; do sleep 0.02; done
+  t=0
+  until trained_again "$log0"; do
+    sleep 0.02
+    t=$((t + 1))
+    ((t < 45000)) || { echo "recovery_runs.sh: $log0 never trained again" >&2; exit 1; }
+  done
   t_recovered=$(now)
   if [[ $scenario == *stop* ]]; then
     sleep "$(echo "10 - ($(now) - $t_fault)" | bc | sed 's/^-.*/0/')"
@@ -153,13 +170,13 @@ for scenario in kill-node0 crash-node2; do
   rm -rf "$work"/ck-*
   if [[ $scenario == kill-node0 ]]; then
     start "$scenario" "$epochs"
-    until grep -q "^epoch *$kill_at " "$work/$scenario-0.log"; do sleep 0.05; done
+    await "$work/$scenario-0.log" "^epoch *$kill_at "
     kill -9 "${pids[0]}"
     t_fault=$(now)
     seen=$(last_epoch "$work/$scenario-0.log")
   else
     start "$scenario" "$epochs" --crash-after-step "$kill_at"
-    until grep -q "crashing before step" "$work/$scenario-2.log"; do sleep 0.02; done
+    await "$work/$scenario-2.log" "crashing before step"
     t_fault=$(now)
     seen=$((kill_at + 1))
   fi
@@ -168,8 +185,8 @@ for scenario in kill-node0 crash-node2; do
   t_detected=$(now)
   committed=$(grep -h '^next_step' "$work"/ck-0/part-*/COMMIT | cut -d' ' -f2 | sort -n | tail -1)
   start "$scenario-again" "$epochs"
-  until grep -q "resuming at step" "$work/$scenario-again-0.log" &&
-    grep -q '^epoch' "$work/$scenario-again-0.log"; do sleep 0.05; done
+  await "$work/$scenario-again-0.log" "resuming at step"
+  await "$work/$scenario-again-0.log" "^epoch"
   t_training=$(now)
   wait_all
   acc=$(final_test "$work/$scenario-again-0.log")

@@ -4,7 +4,8 @@
 set -euo pipefail
 packages=(cmake g++ make pkg-config ccache libcaf-dev libeigen3-dev capnproto libcapnp-dev
           libgtest-dev libgmock-dev libbenchmark-dev libmetis-dev zlib1g-dev libssl-dev
-          libcpp-httplib-dev nlohmann-json3-dev libreadline-dev clang-format tmux)
+          libcpp-httplib-dev nlohmann-json3-dev libreadline-dev clang-format tmux iproute2
+          nftables bc)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
