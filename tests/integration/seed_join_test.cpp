@@ -325,9 +325,38 @@ TEST_F(SeedJoin, AStrangerCannotStopGreetOrConfigureAMemberOfAJoinedCluster) {
   expect_refused(self->request(*node, 10s, serve_atom_v, node_role{}, std::string("guess")),
                  bool{});
   expect_refused(self->request(*node, 10s, view_atom_v, peer_view{}, std::string("guess")), bool{});
-  ASSERT_EQ(refusals.size(), 4u);
+  // The recovery messages: a new view (which would roll the node back), and what only this
+  // node's own process may ask.
+  wire::membership_view forged;
+  forged.id = 2;
+  forged.members = {{0, "127.0.0.1", 1, "a", {0}}, {1, "127.0.0.1", 2, "b", {1}}};
+  expect_refused(self->request(*node, 10s, recover_atom_v, wire::encode(wire::context{}, forged),
+                               std::string("guess")),
+                 bool{});
+  expect_refused(self->request(*node, 10s, recovery_atom_v, std::string("guess")),
+                 std::vector<char>{});
+  expect_refused(self->request(*node, 10s, gone_atom_v, std::string("guess")),
+                 std::vector<std::int32_t>{});
+  // The seed: no replacement is awaited, and no checkpoint is given to a stranger.
+  auto seed_node = stranger.node_at(static_cast<std::uint16_t>(std::stoi(seed.substr(10))));
+  ASSERT_TRUE(seed_node) << sys.render(seed_node.error());
+  expect_refused(self->request(*seed_node, 10s, replace_atom_v, std::vector<std::string>{},
+                               std::string("guess")),
+                 std::vector<char>{});
+  expect_refused(self->request(*seed_node, 10s, offer_atom_v, std::string("part-0/ckpt-1.bin"),
+                               std::string("guess")),
+                 bool{});
+  expect_refused(
+      self->request(*seed_node, 10s, chunk_atom_v,
+                    wire::encode(wire::context{},
+                                 wire::file_chunk_request{"checkpoint/part-0/ckpt-1.bin", 0, 16})),
+      std::vector<char>{});
+  ASSERT_EQ(refusals.size(), 10u);
   EXPECT_TRUE(contains(refusals[0], "bye is taken from node 0 only")) << refusals[0];
   EXPECT_TRUE(contains(refusals[1], "without this view's secret")) << refusals[1];
+  EXPECT_TRUE(contains(refusals[4], "a new view is taken from node 0 only")) << refusals[4];
+  EXPECT_TRUE(contains(refusals[7], "asked outside the seed's process")) << refusals[7];
+  EXPECT_TRUE(contains(refusals[9], "checkpoint/part-0/ckpt-1.bin")) << refusals[9];
   // Training goes on: node 0 reaches a later epoch and both nodes are still running.
   const std::string seen = read_file(log("stranger0"));
   const auto last = seen.rfind("epoch ");
