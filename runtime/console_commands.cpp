@@ -11,9 +11,9 @@ namespace degnn {
 const std::vector<std::pair<std::string, std::string>>& console_command_list() {
   static const std::vector<std::pair<std::string, std::string>> list = {
       {"nodes",
-       "every member: rank, name, address, partitions, peak memory, seconds since node 0 "
-       "last heard from it"},
-      {"view", "the membership view and its id"},
+       "every member: rank, state (serving or lost), name, address, partitions, peak memory, "
+       "seconds since node 0 last heard from it"},
+      {"view", "the membership view, its id and the ranks a recovery gave to new nodes"},
       {"progress", "epoch, steps, loss, last validation accuracy, steps per second, ETA"},
       {"status", "all of the above, with the run's phase, traffic and node 0's memory"},
       {"metrics", "the Prometheus text that GET /metrics serves"},

@@ -167,6 +167,7 @@ std::string status_board::status_json() const {
   nlohmann::json members = nlohmann::json::array();
   for (const auto& m : view_.members) {
     members.push_back({{"rank", m.rank},
+                       {"state", m.lost ? "lost" : "serving"},
                        {"name", m.name},
                        {"address", m.host + ":" + std::to_string(m.port)},
                        {"partitions", m.partitions}});
@@ -175,7 +176,7 @@ std::string status_board::status_json() const {
       members.back()["last_heard_s_ago"] = now_s() - it->second.at_s;
     }
   }
-  j["view"] = {{"id", view_.id}, {"members", members}};
+  j["view"] = {{"id", view_.id}, {"members", members}, {"replaced", view_.replaced}};
   const double elapsed = steps_ > 1 ? last_step_at_ - started_ : 0;
   const double rate = elapsed > 0 ? static_cast<double>(steps_ - 1) / elapsed : 0;
   const std::uint64_t total = steps_per_epoch_ * static_cast<std::uint64_t>(epochs_);

@@ -330,6 +330,42 @@ TEST_F(Console, KillStopsOrKillsANodeWhenTheClusterAllowsFaults) {
   EXPECT_TRUE(contains(out0, "partition 1")) << out0;
 }
 
+// With --recover adopt, a node killed from the console is recovered inside the run: node 0 takes
+// its partition in view 2, `view` and `nodes` show the killed node lost, and the steps go on.
+TEST_F(Console, ANodeKilledFromTheConsoleIsRecoveredAndTheConsoleShowsTheNewView) {
+  const fs::path ck = dir_->path / "recover-ck";
+  auto args = [&](int k) {
+    return std::vector<std::string>{"--allow-faults", "--recover", "adopt", "--checkpoint-dir",
+                                    (ck / std::to_string(k)).string()};
+  };
+  const std::string node0 = start_cluster("recover", args(0), args(1));
+  const auto [krc, kill] = console({node0, "-c", "kill 1"});
+  ASSERT_EQ(krc, 0) << kill;
+  EXPECT_EQ(nodes_[1]->wait(30s), 137) << read_file(log("recover1"));
+  ASSERT_TRUE(wait_for(log("recover0"), "recovered in", 60s)) << read_file(log("recover0"));
+  auto ask = [&](const std::string& what) {
+    const auto [rc, out] = console({node0, "-c", what, "--json"});
+    EXPECT_EQ(rc, 0) << out;
+    return nlohmann::json::parse(out, nullptr, false);
+  };
+  const auto view = ask("view");
+  ASSERT_FALSE(view.is_discarded());
+  EXPECT_EQ(view["id"], 2);
+  EXPECT_EQ(view["members"][1]["state"], "lost") << view.dump();
+  EXPECT_EQ(view["members"][0]["state"], "serving") << view.dump();
+  EXPECT_EQ(view["members"][0]["partitions"], nlohmann::json({0, 1})) << view.dump();
+  EXPECT_EQ(ask("nodes")[1]["state"], "lost");
+  const auto steps = ask("progress")["steps"].get<int>();
+  bool moved = false;
+  for (int i = 0; i < 100 && !moved; ++i) {
+    std::this_thread::sleep_for(100ms);
+    const auto p = ask("progress");
+    moved = p["steps"].get<int>() > steps && p["phase"] == "training";
+  }
+  EXPECT_TRUE(moved) << read_file(log("recover0"));
+  EXPECT_EQ(nodes_[0]->wait(10ms), -1) << read_file(log("recover0"));
+}
+
 // `set staleness K` (decentralized, 3 layers): from the next step boundary the shards reuse halo
 // rows confirmed within K steps; with K beyond the run's length every row the exact pass put in
 // the history is reused, so `history` shows none pulled per step where staleness 1 pulled some.
