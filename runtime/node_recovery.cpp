@@ -11,6 +11,29 @@
 
 namespace degnn {
 
+namespace {
+
+// Asks `to` something it answers with true; throws "WHAT: the error" otherwise.
+template <class Handle, class... Ts>
+void ask_true(caf::scoped_actor& self, const Handle& to, std::chrono::seconds wait,
+              const std::string& what, Ts&&... xs) {
+  std::string failure;
+  self->request(to, wait, std::forward<Ts>(xs)...)
+      .receive([](bool) {}, [&](caf::error& e) { failure = caf::to_string(e); });
+  if (!failure.empty()) throw std::runtime_error(what + ": " + failure);
+}
+
+// The view after `view`: the next id, resuming at `step`, no rank replaced yet.
+wire::membership_view successor(const wire::membership_view& view, std::uint64_t step) {
+  wire::membership_view next = view;
+  next.id = view.id + 1;
+  next.resume_step = step;
+  next.replaced.clear();
+  return next;
+}
+
+}  // namespace
+
 std::vector<int> lost_members(caf::scoped_actor& self, const node_actor& node,
                               const std::string& local_key, const node_mesh& mesh,
                               const wire::membership_view& view, std::chrono::milliseconds wait) {
@@ -45,9 +68,7 @@ std::vector<int> lost_members(caf::scoped_actor& self, const node_actor& node,
 
 wire::membership_view adopted_view(const wire::membership_view& view, const std::vector<int>& lost,
                                    std::uint64_t step) {
-  wire::membership_view next = view;
-  next.id = view.id + 1;
-  next.resume_step = step;
+  wire::membership_view next = successor(view, step);
   const auto n = static_cast<int>(view.members.size());
   for (int r : lost) {
     auto& gone = next.members[static_cast<size_t>(r)];
@@ -93,10 +114,7 @@ wire::join_request await_replacement(caf::scoped_actor& self, const node_actor& 
 wire::membership_view replaced_view(const wire::membership_view& view, const std::vector<int>& lost,
                                     const std::vector<wire::join_request>& joiners,
                                     std::uint64_t step) {
-  wire::membership_view next = view;
-  next.id = view.id + 1;
-  next.resume_step = step;
-  next.replaced.clear();
+  wire::membership_view next = successor(view, step);
   for (size_t i = 0; i < lost.size(); ++i) {
     auto& m = next.members[static_cast<size_t>(lost[i])];
     m.host = joiners[i].host;
@@ -132,10 +150,8 @@ wire::membership_view next_view(caf::scoped_actor& self, const node_actor& node,
     const committed_checkpoint c = load_checkpoint_of_step(rs.checkpoint_dir, step);
     const std::string file =
         std::filesystem::relative(c.folder / c.record.file, rs.checkpoint_dir).string();
-    std::string failure;
-    self->request(node, std::chrono::seconds(30), offer_atom_v, file, local_key)
-        .receive([](bool) {}, [&](caf::error& e) { failure = caf::to_string(e); });
-    if (!failure.empty()) throw std::runtime_error("offering " + file + ": " + failure);
+    ask_true(self, node, std::chrono::seconds(30), "offering " + file, offer_atom_v, file,
+             local_key);
   } catch (const data_error&) {
     if (step != 0) throw;
   }
@@ -156,10 +172,8 @@ wire::membership_view next_view(caf::scoped_actor& self, const node_actor& node,
     taken.push_back(joiners.back().host + ":" + std::to_string(joiners.back().port));
   }
   wire::membership_view next = replaced_view(view, lost, joiners, step);
-  std::string failure;
-  self->request(node, std::chrono::seconds(10), place_atom_v, wire::encode(ctx, next), local_key)
-      .receive([](bool) {}, [&](caf::error& e) { failure = caf::to_string(e); });
-  if (!failure.empty()) throw std::runtime_error("placing the replacements: " + failure);
+  ask_true(self, node, std::chrono::seconds(10), "placing the replacements", place_atom_v,
+           wire::encode(ctx, next), local_key);
   return next;
 }
 
@@ -192,12 +206,9 @@ void announce_view(caf::scoped_actor& self, const node_mesh& mesh, const wire::c
       if (!before.members[p].lost) self->send(mesh.node_of(p), recover_atom_v, bytes, next.secret);
       continue;
     }
-    std::string failure;
-    self->request(mesh.node_of(p), std::chrono::seconds(10), recover_atom_v, bytes, next.secret)
-        .receive([](bool) {}, [&](caf::error& e) { failure = caf::to_string(e); });
-    if (!failure.empty())
-      throw std::runtime_error("node 0: node " + std::to_string(p) + " did not take view " +
-                               std::to_string(next.id) + ": " + failure);
+    ask_true(self, mesh.node_of(p), std::chrono::seconds(10),
+             "node 0: node " + std::to_string(p) + " did not take view " + std::to_string(next.id),
+             recover_atom_v, bytes, next.secret);
   }
 }
 
