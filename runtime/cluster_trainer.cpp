@@ -149,6 +149,13 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     rec.compute_s =
         stage_s({stage::top_layer, stage::expand, stage::forward, stage::backward, stage::compute});
     rec.allreduce_s = wall_s(&coordinator_status::allreduce_us);
+    for (int k = 0; k < kNumStages; ++k) {
+      const auto which = static_cast<stage>(k);
+      if (which == stage::step_phase || which == stage::allreduce) continue;  // the coordinator's
+      const double per_step =
+          stage_s({which}) / static_cast<double>(std::max<std::uint64_t>(1, rec.steps));
+      if (per_step > 0) rec.stage_per_step_s.emplace_back(stage_name(which), per_step);
+    }
     if (decentralized) {
       const compute_counters w = totals.work - totals_before.work;
       rec.rows_pulled = w.rows_pulled;

@@ -14,6 +14,11 @@ const std::vector<std::pair<std::string, std::string>>& console_command_list() {
        "every member: rank, state (serving or lost), name, address, partitions, peak memory, "
        "seconds since node 0 last heard from it"},
       {"view", "the membership view, its id and the ranks a recovery gave to new nodes"},
+      {"stages",
+       "where the step time goes: median and 95th percentile over the last 100 steps of the "
+       "time from one step's end to the next's (evaluations and checkpoints between included) "
+       "and of its parts (step phase only, all-reduce only, both at once), and each worker "
+       "stage's mean time per step in the last epoch"},
       {"progress", "epoch, steps, loss, last validation accuracy, steps per second, ETA"},
       {"status", "all of the above, with the run's phase, traffic and node 0's memory"},
       {"metrics", "the Prometheus text that GET /metrics serves"},
@@ -98,6 +103,7 @@ console_answer answer_console(status_board& board, const std::string& command) {
   if (!arg.empty()) return {false, "'" + word + "' takes no argument"};
   if (word == "faults") return {true, board.faults_json()};
   if (word == "history") return {true, board.history_json()};
+  if (word == "stages") return {true, board.stages_json()};
   if (word == "metrics") return {true, board.prometheus()};
   if (word == "pause" || word == "resume") {
     const bool pause = word == "pause";

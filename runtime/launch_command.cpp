@@ -220,6 +220,9 @@ int run_launch(int argc, char** argv) {
         p.out = -1;
       }
     }
+    // Every exit of this pass first: when a killed node and the node that stopped because it
+    // lost it end within one pass, the cause is the one a signal ended.
+    const node_process* cause = nullptr;
     for (auto& p : procs) {
       if (!p.running) continue;
       int status = 0;
@@ -227,11 +230,13 @@ int run_launch(int argc, char** argv) {
       p.running = false;
       --running;
       p.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      if (p.code != 0 && !stopping) {
-        first_failure = p.code;
-        stop_all(SIGTERM,
-                 "node " + std::to_string(p.rank) + " exited with " + std::to_string(p.code));
-      }
+      const bool signalled = WIFSIGNALED(status);
+      if (p.code != 0 && (!cause || (signalled && cause->code <= 128))) cause = &p;
+    }
+    if (cause && !stopping) {
+      first_failure = cause->code;
+      stop_all(SIGTERM, "node " + std::to_string(cause->rank) + " exited with " +
+                            std::to_string(cause->code));
     }
     if (clock::now() > kill_at) {
       for (auto& p : procs)

@@ -404,7 +404,10 @@ int run_node(int argc, char** argv) {
           *coord, s, rc, per_epoch, first_step, *report,
           [&](std::uint64_t step, double loss) {
             losses.push_back(loss);
-            if (board) board->on_step(step, loss);
+            if (!board) return;
+            board->on_step(step, loss);
+            const coordinator_status st = coord->status();  // a local actor: at once
+            board->on_step_times(st.steps_only_us, st.allreduce_only_us, st.overlap_us);
           },
           [&]() -> console_asks {
             if (!board) return {};

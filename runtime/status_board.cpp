@@ -3,7 +3,9 @@
 
 #include <utility>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -143,8 +145,57 @@ void status_board::on_step(std::uint64_t, double loss) {
   last_step_at_ = t;
 }
 
+void status_board::on_step_times(std::uint64_t steps_only_us, std::uint64_t allreduce_only_us,
+                                 std::uint64_t overlap_us) {
+  std::lock_guard lock(mu_);
+  const double t = now_s();
+  // The first call only sets the baseline (the time before it is the set-up's, not a step's).
+  if (times_at_ >= 0) {
+    auto grown = [](std::uint64_t now, std::uint64_t before) {
+      return static_cast<double>(now >= before ? now - before : 0) / 1e6;
+    };
+    recent_steps_.push_back({t - times_at_, grown(steps_only_us, steps_only_us_),
+                             grown(allreduce_only_us, allreduce_only_us_),
+                             grown(overlap_us, overlap_us_)});
+    if (recent_steps_.size() > 100) recent_steps_.pop_front();
+  }
+  times_at_ = t;
+  steps_only_us_ = steps_only_us;
+  allreduce_only_us_ = allreduce_only_us;
+  overlap_us_ = overlap_us;
+}
+
+std::string status_board::stages_json() const {
+  std::lock_guard lock(mu_);
+  auto ms = [](double s) { return std::round(s * 1e6) / 1e3; };
+  // Median and 95th percentile (nearest rank) of one part of the recent steps.
+  auto spread = [&](double step_times::*part) {
+    std::vector<double> v;
+    for (const auto& s : recent_steps_)
+      v.push_back(s.*part);
+    std::sort(v.begin(), v.end());
+    if (v.empty()) return nlohmann::json(nullptr);
+    auto at = [&](double q) {
+      return v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * v.size())) - 1)];
+    };
+    return nlohmann::json{{"median_ms", ms(at(0.5))}, {"p95_ms", ms(at(0.95))}};
+  };
+  nlohmann::json j;
+  j["steps"] = recent_steps_.size();
+  j["coordinator"] = {{"step", spread(&step_times::wall_s)},
+                      {"step_phase_only", spread(&step_times::steps_only_s)},
+                      {"allreduce_only", spread(&step_times::allreduce_only_s)},
+                      {"overlapped", spread(&step_times::overlap_s)}};
+  nlohmann::json workers = nlohmann::json::object();
+  for (const auto& [name, s] : worker_stages_)
+    workers[name] = ms(s);
+  j["workers_last_epoch_ms_per_step"] = workers;
+  return j.dump();
+}
+
 void status_board::on_epoch(const epoch_record& r) {
   std::lock_guard lock(mu_);
+  worker_stages_ = r.stage_per_step_s;
   epoch_ = r.epoch;
   epoch_loss_ = r.loss;
   train_acc_ = r.train_acc;

@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -32,6 +33,13 @@ class status_board {
   void set_view(const wire::membership_view& v);
   void set_steps_per_epoch(std::uint64_t n);
   void on_step(std::uint64_t step, double loss);
+  /// After a step: the coordinator's wall-time totals (steps only, all-reduce only, both), whose
+  /// growth since the last step the `stages` command shows over the last 100 steps.
+  void on_step_times(std::uint64_t steps_only_us, std::uint64_t allreduce_only_us,
+                     std::uint64_t overlap_us);
+  /// The `stages` command's answer: median and 95th percentile over the last steps of the
+  /// coordinator's step split, and the workers' mean time per step and stage in the last epoch.
+  std::string stages_json() const;
   void on_epoch(const epoch_record& r);
 
   // -- the operator's controls (console), applied by the training loop between steps --
@@ -95,6 +103,13 @@ class status_board {
   int history_bits_ = 0, staleness_ = 0;  ///< 0: no history (not decentralized)
   std::optional<int> staleness_asked_;
   std::uint64_t epoch_rows_pulled_ = 0, epoch_steps_ = 0;
+  struct step_times {
+    double wall_s, steps_only_s, allreduce_only_s, overlap_s;
+  };
+  std::deque<step_times> recent_steps_;  ///< the last 100
+  std::uint64_t steps_only_us_ = 0, allreduce_only_us_ = 0, overlap_us_ = 0;
+  double times_at_ = -1;                                       ///< when on_step_times last ran
+  std::vector<std::pair<std::string, double>> worker_stages_;  ///< last epoch, s per step
 };
 
 }  // namespace degnn

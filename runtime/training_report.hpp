@@ -21,6 +21,9 @@ struct epoch_record {
   /// Exclusive parts of epoch_s, in order, that add up to it (what the epoch line prints).
   std::vector<std::pair<std::string, double>> split;
   double sample_s = 0, compute_s = 0, eval_s = 0;  ///< clusters: means over the workers
+  /// Clusters: each worker stage's mean seconds per step this epoch (means over the workers;
+  /// stages that took no time are left out).
+  std::vector<std::pair<std::string, double>> stage_per_step_s;
   double prepare_s = 0;    ///< one process: background sampling and gather (overlaps compute)
   double allreduce_s = 0;  ///< clusters: gradient phase and apply (coordinator wall time)
   double overlap_s = 0;    ///< clusters: time a step phase and an all-reduce ran at once

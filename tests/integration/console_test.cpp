@@ -98,6 +98,14 @@ TEST_F(Console, EachCommandAnswersAndAMalformedOneGetsAnErrorWhileTheConsoleGoes
     if (name == "view") {
       EXPECT_EQ(j["id"], 1);
     }
+    if (name == "stages") {
+      EXPECT_GT(j["steps"].get<int>(), 0) << out;
+      EXPECT_GT(j["coordinator"]["step"]["median_ms"].get<double>(), 0) << out;
+      EXPECT_GE(j["coordinator"]["step"]["p95_ms"].get<double>(),
+                j["coordinator"]["step"]["median_ms"].get<double>())
+          << out;
+      EXPECT_GT(j["workers_last_epoch_ms_per_step"]["sample"].get<double>(), 0) << out;
+    }
     if (name == "faults") {
       EXPECT_EQ(j["fault_commands"], "refused");
       EXPECT_TRUE(j["policy_on_node0"].is_null());
