@@ -238,15 +238,20 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
           return counters_report(st.part->part, st.ctx, st.sent, st.rejected, nullptr, &st.stages);
         });
       },
-      [self](trace_atom, const wire_message&) -> caf::result<wire_message> {
+      [self](trace_atom, const wire_message& m) -> caf::result<wire_message> {
         auto& st = self->state;
         if (auto why = outsider(self->current_sender(), self->node(), st.members); !why.empty()) {
           ++st.rejected;
           return as_error(st, actor_errc::rejected, "refused " + why);
         }
-        auto msg = trace_reply(st.part->part, st.ctx, st.stages);
-        count(st, kCoordinatorPart, msg);
-        return msg;
+        try {
+          auto msg = answer_trace(st.part->part, st.ctx, st.stages, m);
+          count(st, kCoordinatorPart, msg);
+          return msg;
+        } catch (const wire::wire_error& e) {
+          ++st.rejected;
+          return as_error(st, actor_errc::rejected, e.what());
+        }
       },
       [self](view_atom, const peer_view& v) {
         auto& st = self->state;

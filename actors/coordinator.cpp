@@ -210,6 +210,10 @@ coordinator_actor::behavior_type coordinator_behavior(
       [self](trace_atom) {
         return enqueue<std::string>(self, [self](auto rp, fail_fn fail) { trace(self, rp, fail); });
       },
+      [self](trace_atom, bool on) {
+        return enqueue<bool>(
+            self, [self, on](auto rp, fail_fn fail) { set_tracing(self, rp, fail, on); });
+      },
       [self](save_atom, std::uint64_t next_step, bool wait) {
         return enqueue<std::uint64_t>(
             self, [=](auto rp, fail_fn fail) { checkpoint(self, rp, fail, next_step, wait); });

@@ -145,6 +145,7 @@ using coordinator_actor =
                      caf::replies_to<params_atom, std::uint64_t>::with<replica_parameters>,
                      caf::replies_to<report_atom>::with<cluster_report>,
                      caf::replies_to<trace_atom>::with<std::string>,
+                     caf::replies_to<trace_atom, bool>::with<bool>,
                      caf::replies_to<configure_atom, bool, bool>::with<bool>,
                      caf::replies_to<save_atom, std::uint64_t, bool>::with<std::uint64_t>,
                      caf::replies_to<status_atom>::with<coordinator_status>,
@@ -204,6 +205,9 @@ class coordinator {
   /// Decentralized: every shard uses halo rows confirmed within `staleness` steps from the next
   /// step on (a step in flight is finished first).
   void set_staleness(int staleness);
+  /// Every actor keeps its stage spans anew from now on (true; chrome_trace() then has the steps
+  /// since) or stops keeping them (false). Between steps (the console's trace start / stop).
+  void set_tracing(bool on);
 
   /// Every replica's parameters (to check they agree, or to checkpoint).
   std::vector<std::vector<float>> parameters(std::uint64_t global_step);

@@ -116,6 +116,10 @@ void coordinator::set_staleness(int staleness) {
   ask<bool>(4, settings_atom_v, static_cast<std::int32_t>(staleness));
 }
 
+void coordinator::set_tracing(bool on) {
+  ask<bool>(3, trace_atom_v, on);
+}
+
 cluster_traffic coordinator::traffic() {
   return ask<cluster_report>(3, report_atom_v).traffic();
 }

@@ -104,6 +104,8 @@ void init_history(self_ptr self, caf::typed_response_promise<bool> rp, fail_fn f
                   std::uint64_t step);
 void report(self_ptr self, caf::typed_response_promise<cluster_report> rp, fail_fn fail);
 void trace(self_ptr self, caf::typed_response_promise<std::string> rp, fail_fn fail);
+/// Every worker (and the coordinator) starts keeping stage spans anew (on) or stops (off).
+void set_tracing(self_ptr self, caf::typed_response_promise<bool> rp, fail_fn fail, bool on);
 
 // -- coordinated checkpoints (coordinator_checkpoint.cpp) --
 

@@ -178,4 +178,29 @@ void trace(self_ptr self, caf::typed_response_promise<std::string> rp, fail_fn f
       fail);
 }
 
+void set_tracing(self_ptr self, caf::typed_response_promise<bool> rp, fail_fn fail, bool on) {
+  auto& st = self->state;
+  enter(st, coordinator_phase::reporting);
+  wire::control c{.h = {0, 0}, .what = wire::control_kind::settings};
+  c.counts = {on ? 1u : 0u};
+  all(
+      self, st.batchers, trace_atom_v, control_messages(st, c), "trace",
+      [self, rp, fail, c, on](std::vector<wire_message>&) mutable {
+        auto& st = self->state;
+        all(
+            self, st.shards, trace_atom_v, control_messages(st, c), "trace",
+            [self, rp, on](std::vector<wire_message>&) mutable {
+              auto& st = self->state;
+              if (on)
+                st.stages.restart_spans();
+              else
+                st.stages.stop_spans();
+              rp.deliver(true);
+              command_done(self);
+            },
+            fail);
+      },
+      fail);
+}
+
 }  // namespace degnn::coordinator_detail

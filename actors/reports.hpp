@@ -26,6 +26,12 @@ inline wire_message counters_report(int part, const wire::context& ctx, const wi
   return pack(wire::kind::control, wire::encode(ctx, out));
 }
 
+/// A worker's answer to trace_atom: a settings control starts (counts {1}: earlier spans
+/// dropped) or stops (counts {0}) keeping spans and is answered with an empty result; any other
+/// control is answered with the spans (trace_reply). Throws wire_error on anything else.
+wire_message answer_trace(int part, const wire::context& ctx, stage_log& stages,
+                          const wire_message& m);
+
 /// The stage spans of partition `part`'s actor, as Chrome trace events in a control message.
 inline wire_message trace_reply(int part, const wire::context& ctx, const stage_log& stages) {
   wire::control out{

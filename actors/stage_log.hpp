@@ -38,6 +38,14 @@ class stage_log {
   void add(stage s, std::uint64_t step, std::int64_t begin_us, std::int64_t end_us);
   /// Keeps spans (for a trace) from now on, at most max_spans of them.
   void keep_spans(std::size_t max_spans = 2'000'000) { max_spans_ = max_spans; }
+  /// A trace from now on only (the console's `trace start`): earlier spans are dropped.
+  void restart_spans() {
+    spans_.clear();
+    spans_dropped_ = 0;
+    keep_spans();
+  }
+  /// Keeps no more spans (those kept stay, for chrome_events).
+  void stop_spans() { max_spans_ = 0; }
 
   const std::array<std::uint64_t, kNumStages>& total_us() const { return total_us_; }
   /// Chrome trace events ("ph":"X", microseconds) of the kept spans, comma-separated, for process

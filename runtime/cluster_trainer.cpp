@@ -82,6 +82,8 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
   const auto parts = static_cast<double>(std::max<size_t>(1, coord.num_parts()));
   const bool checkpoints = !s.checkpoint_dir.empty();
   const auto first_epoch = static_cast<int>(first_step / nb);
+  std::string console_trace;  ///< a trace the console started (where it goes)
+  std::uint64_t console_trace_from = 0;
   for (int epoch = first_epoch; epoch < s.epochs; ++epoch) {
     epoch_record rec;
     rec.epoch = epoch + 1;
@@ -108,6 +110,23 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
         coord.set_staleness(*asks.staleness);
         std::printf("staleness %d set from the console: from step %llu on\n", *asks.staleness,
                     static_cast<unsigned long long>(step + 1));
+      }
+      if (!asks.trace_start.empty()) {
+        coord.set_tracing(true);
+        console_trace = asks.trace_start;
+        console_trace_from = step + 1;
+        std::printf("trace asked from the console: the steps from %llu on, into %s\n",
+                    static_cast<unsigned long long>(step + 1), console_trace.c_str());
+      }
+      if (asks.trace_stop && !console_trace.empty()) {
+        const std::string json = coord.chrome_trace();
+        coord.set_tracing(false);
+        write_file_durably(console_trace, json);
+        std::printf("trace of steps %llu to %llu written to %s (%.1f MB)\n",
+                    static_cast<unsigned long long>(console_trace_from),
+                    static_cast<unsigned long long>(step), console_trace.c_str(),
+                    static_cast<double>(json.size()) / 1e6);
+        console_trace.clear();
       }
       const bool asked = asks.checkpoint;
       if (asked)

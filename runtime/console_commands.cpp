@@ -14,6 +14,9 @@ const std::vector<std::pair<std::string, std::string>>& console_command_list() {
        "every member: rank, state (serving or lost), name, address, partitions, peak memory, "
        "seconds since node 0 last heard from it"},
       {"view", "the membership view, its id and the ranks a recovery gave to new nodes"},
+      {"trace",
+       "trace start FILE: every actor keeps its stage spans from the next step on; trace stop: "
+       "they go into FILE (Chrome trace format) in node 0's --trace-dir"},
       {"stages",
        "where the step time goes: median and 95th percentile over the last 100 steps of the "
        "time from one step's end to the next's (evaluations and checkpoints between included) "
@@ -94,6 +97,21 @@ console_answer answer_console(status_board& board, const std::string& command) {
     if (!board.request_staleness(k))
       return {false, "this run has no history (its pipeline is not decentralized)"};
     return {true, nlohmann::json{{"staleness", k}, {"at", "the next step boundary"}}.dump(), true};
+  }
+  if (word == "trace") {
+    const bool start = arg == "start";
+    if ((arg != "start" && arg != "stop") || (start == extra.empty())) {
+      return {false, "usage: trace start FILE | trace stop"};
+    }
+    std::string more;
+    std::istringstream rest(command);
+    rest >> word >> arg >> extra >> more;
+    if (!more.empty()) return {false, "usage: trace start FILE | trace stop"};
+    if (auto why = board.request_trace(start, extra); !why.empty()) return {false, why};
+    return {true,
+            nlohmann::json{{"trace", start ? "start" : "stop"}, {"at", "the next step boundary"}}
+                .dump(),
+            true};
   }
   if (word == "kill") {
     std::string error;

@@ -2,9 +2,11 @@
 #include "runtime/launch_mode.hpp"
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "runtime/rendezvous.hpp"
 #include "runtime/seed_discovery.hpp"
+#include "runtime/status_board.hpp"
 #include "runtime/train_options.hpp"
 
 namespace degnn {
@@ -45,6 +47,9 @@ std::vector<option_spec> node_option_specs() {
   specs.push_back({"heartbeat-ms", "500", "milliseconds between heartbeats on each connection"});
   specs.push_back({"allow-faults", "false",
                    "test runs: the console may kill or stop nodes (every node must say so)", true});
+  specs.push_back({"trace-dir", "",
+                   "node 0: the folder where the console's `trace start FILE` writes (without "
+                   "it, traces from the console are refused)"});
   specs.push_back({"recover", "off",
                    "off: a lost member stops the cluster (restart with --resume); adopt: the "
                    "survivors take over its partitions; replace: a new node joining through the "
@@ -63,6 +68,18 @@ std::vector<option_spec> node_option_specs() {
                    "a connection silent for this many heartbeat intervals is dropped and its "
                    "node counted lost"});
   return specs;
+}
+
+void enable_console_traces(status_board& board, const option_set& opts, const train_settings& s) {
+  if (!s.trace.empty()) {
+    board.enable_traces("", "this run traces to " + s.trace + " already (--trace)");
+    return;
+  }
+  if (!opts.given("trace-dir")) return;
+  const std::string dir = opts.str("trace-dir");
+  if (!std::filesystem::is_directory(dir))
+    throw config_error("node: --trace-dir " + dir + " is not a folder");
+  board.enable_traces(dir);
 }
 
 std::string read_recover_mode(const option_set& opts, const train_settings& s,

@@ -39,6 +39,11 @@ struct launch_mode {
 launch_mode read_launch_mode(const option_set& opts);
 
 struct train_settings;
+class status_board;
+/// Node 0's console traces go into --trace-dir (which must be a folder); refused when the run
+/// traces itself (--trace) or has no --trace-dir.
+void enable_console_traces(status_board& board, const option_set& opts, const train_settings& s);
+
 /// --recover: "off" (a lost member stops the cluster), "adopt" (the survivors take over its
 /// partitions) or "replace" (a new node joining through the seed does); both roll the cluster
 /// back to its last commit, so they need a checkpoint folder, and a seed.

@@ -161,6 +161,7 @@ int run_node(int argc, char** argv) {
     board->enable_checkpoints(!s.checkpoint_dir.empty());
     board->set_faults(ws.faults, ws.fault_counts, allow_faults);
     if (s.pipeline == "decentralized") board->set_history(s.history_bits, s.staleness);
+    enable_console_traces(*board, opts, s);
   }
   const auto http = node_http_endpoint(opts, coordinates, board.get());
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "runtime/process_stats.hpp"
@@ -84,7 +85,8 @@ console_asks status_board::between_steps(const std::function<void()>& check) {
     }
     phase_ = before;
   }
-  console_asks asks{std::exchange(checkpoint_asked_, false), std::exchange(staleness_asked_, {})};
+  console_asks asks{std::exchange(checkpoint_asked_, false), std::exchange(staleness_asked_, {}),
+                    std::exchange(trace_start_asked_, {}), std::exchange(trace_stop_asked_, false)};
   if (asks.staleness) staleness_ = *asks.staleness;
   return asks;
 }
@@ -98,6 +100,33 @@ void status_board::set_history(int bits, int staleness) {
   std::lock_guard lock(mu_);
   history_bits_ = bits;
   staleness_ = staleness;
+}
+
+void status_board::enable_traces(std::string dir, std::string why_not) {
+  std::lock_guard lock(mu_);
+  trace_dir_ = std::move(dir);
+  if (!why_not.empty()) trace_refusal_ = std::move(why_not);
+}
+
+std::string status_board::request_trace(bool start, const std::string& file) {
+  std::lock_guard lock(mu_);
+  if (trace_dir_.empty()) return trace_refusal_;
+  if (!start) {
+    if (tracing_to_.empty() || trace_stop_asked_) return "no trace is running (trace start FILE)";
+    trace_stop_asked_ = true;
+    tracing_to_.clear();
+    return "";
+  }
+  if (!tracing_to_.empty()) return "a trace into " + tracing_to_ + " runs (trace stop first)";
+  // A plain name in the trace folder: an operator writes nothing elsewhere on node 0.
+  const bool plain = !file.empty() && file.find('/') == std::string::npos && file[0] != '.' &&
+                     file.size() > 5 && file.ends_with(".json");
+  if (!plain) return "a trace file is a plain name ending in .json (written in the trace folder)";
+  const std::string path = trace_dir_ + "/" + file;
+  if (std::filesystem::exists(path)) return path + " exists already";
+  trace_start_asked_ = path;
+  tracing_to_ = path;
+  return "";
 }
 
 bool status_board::request_staleness(int k) {

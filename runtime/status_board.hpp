@@ -23,6 +23,8 @@ namespace degnn {
 struct console_asks {
   bool checkpoint = false;
   std::optional<int> staleness;  ///< decentralized: the history staleness from the next step on
+  std::string trace_start;       ///< a trace of the steps from the next one on, into this file
+  bool trace_stop = false;       ///< write the trace started before and stop keeping spans
 };
 
 class status_board {
@@ -55,6 +57,11 @@ class status_board {
   void set_history(int bits, int staleness);
   /// Asks for staleness k from the next step boundary on; false when the run has no history.
   bool request_staleness(int k);
+  /// Where the console's `trace start FILE` writes (empty: traces are refused, saying `why`).
+  void enable_traces(std::string dir, std::string why_not = {});
+  /// `trace start FILE` (a plain .json name, new in the trace folder) / `trace stop`: "" when
+  /// taken for the next step boundary, else why not.
+  std::string request_trace(bool start, const std::string& file);
   /// The `history` command's answer: bits, staleness, rows pulled in the last epoch and per step.
   std::string history_json() const;
   /// The training loop, between steps: waits while paused (the phase reads "paused"), calling
@@ -102,6 +109,10 @@ class status_board {
   std::map<int, heard> members_heard_;
   int history_bits_ = 0, staleness_ = 0;  ///< 0: no history (not decentralized)
   std::optional<int> staleness_asked_;
+  std::string trace_dir_, trace_refusal_ = "start node 0 with --trace-dir DIR to take traces";
+  std::string tracing_to_;  ///< the file a started trace goes to ("" when none runs)
+  std::string trace_start_asked_;
+  bool trace_stop_asked_ = false;
   std::uint64_t epoch_rows_pulled_ = 0, epoch_steps_ = 0;
   struct step_times {
     double wall_s, steps_only_s, allreduce_only_s, overlap_s;

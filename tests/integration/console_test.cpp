@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <set>
 
 #include "runtime/cluster_certificates.hpp"
 #include "runtime/console_commands.hpp"
@@ -77,7 +78,7 @@ TEST_F(Console, EachCommandAnswersAndAMalformedOneGetsAnErrorWhileTheConsoleGoes
   const std::string node0 = start_cluster("plain", {}, {});
   for (const auto& [name, help] : console_command_list()) {
     if (name == "pause" || name == "resume" || name == "checkpoint" || name == "kill" ||
-        name == "set")
+        name == "set" || name == "trace")
       continue;  // below
     const auto [rc, out] = console({node0, "-c", name, "--json"});
     ASSERT_EQ(rc, 0) << name << ": " << out;
@@ -372,6 +373,40 @@ TEST_F(Console, ANodeKilledFromTheConsoleIsRecoveredAndTheConsoleShowsTheNewView
   }
   EXPECT_TRUE(moved) << read_file(log("recover0"));
   EXPECT_EQ(nodes_[0]->wait(10ms), -1) << read_file(log("recover0"));
+}
+
+// `trace start FILE` / `trace stop` (node 0 started with --trace-dir): every actor keeps its
+// stage spans from the next step on and the stop writes them as a Chrome trace; names outside
+// the folder, a second start and a stop with nothing running are refused.
+TEST_F(Console, TraceStartAndStopWriteTheStepsBetweenAsAChromeTrace) {
+  const fs::path traces = dir_->path / "traces";
+  fs::create_directories(traces);
+  const std::string node0 = start_cluster("trace", {"--trace-dir", traces.string()}, {});
+  for (const char* bad : {"trace stop", "trace start ../x.json", "trace start x.txt", "trace",
+                          "trace start a.json b"}) {
+    const auto [rc, out] = console({node0, "-c", bad});
+    EXPECT_EQ(rc, 1) << bad << ": " << out;
+  }
+  const auto [src, started] = console({node0, "-c", "trace start steps.json"});
+  ASSERT_EQ(src, 0) << started;
+  const auto [again_rc, again] = console({node0, "-c", "trace start other.json"});
+  EXPECT_EQ(again_rc, 1);
+  EXPECT_TRUE(contains(again, "runs (trace stop first)")) << again;
+  ASSERT_TRUE(wait_for(log("trace0"), "trace asked from the console", 30s))
+      << read_file(log("trace0"));
+  std::this_thread::sleep_for(500ms);  // a few steps
+  const auto [prc, stopped] = console({node0, "-c", "trace stop"});
+  ASSERT_EQ(prc, 0) << stopped;
+  ASSERT_TRUE(wait_for(log("trace0"), "written to " + (traces / "steps.json").string(), 30s))
+      << read_file(log("trace0"));
+  const auto j = nlohmann::json::parse(read_file(traces / "steps.json"), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  std::set<std::string> names;
+  for (const auto& e : j["traceEvents"])
+    if (e.value("ph", "") == "X") names.insert(e.value("name", ""));
+  EXPECT_TRUE(names.count("sample")) << j.dump().substr(0, 500);
+  EXPECT_TRUE(names.count("all-reduce")) << j.dump().substr(0, 500);
+  EXPECT_EQ(nodes_[1]->wait(10ms), -1) << read_file(log("trace1"));
 }
 
 // `set staleness K` (decentralized, 3 layers): from the next step boundary the shards reuse halo
