@@ -85,6 +85,9 @@ struct replica_parameters {
 /// A cluster_traffic as the coordinator sends it: to_list() / from_list() layout.
 struct cluster_report {
   std::vector<std::uint64_t> counts;
+  /// Every actor's own report, in order: the batch actors, the shards, the stores (one per
+  /// partition each), as they sent it (traffic counters, then for workers work and stage times).
+  std::vector<std::vector<std::uint64_t>> per_actor;
   static cluster_report from(const cluster_traffic& t);
   cluster_traffic traffic() const;
 };
@@ -111,7 +114,7 @@ typename Inspector::result_type inspect(Inspector& f, replica_parameters& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cluster_report& x) {
-  return f(caf::meta::type_name("degnn.cluster_report"), x.counts);
+  return f(caf::meta::type_name("degnn.cluster_report"), x.counts, x.per_actor);
 }
 
 }  // namespace degnn
@@ -213,6 +216,8 @@ class coordinator {
   std::vector<std::vector<float>> parameters(std::uint64_t global_step);
   /// Sum of every actor's counters and the coordinator's own.
   cluster_traffic traffic();
+  /// The same report with every actor's own counters (the console's `actors`).
+  cluster_report report();
   /// A Chrome trace event file (JSON object) of every worker's stages and the coordinator's
   /// phases; process p is partition p, the coordinator is process `parts`.
   std::string chrome_trace();

@@ -121,7 +121,11 @@ void coordinator::set_tracing(bool on) {
 }
 
 cluster_traffic coordinator::traffic() {
-  return ask<cluster_report>(3, report_atom_v).traffic();
+  return report().traffic();
+}
+
+cluster_report coordinator::report() {
+  return ask<cluster_report>(3, report_atom_v);
 }
 
 std::string coordinator::chrome_trace() {

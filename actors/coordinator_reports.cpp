@@ -103,24 +103,30 @@ void report(self_ptr self, caf::typed_response_promise<cluster_report> rp, fail_
   const std::vector<wire_message> asks(st.batchers.size(),
                                        pack(wire::kind::control, wire::encode(st.ctx, c)));
   auto t = std::make_shared<cluster_traffic>();
-  auto add = [self, t](std::vector<wire_message>& replies) {
-    for (const auto& m : replies)
-      add_counts(*t, wire::decode_control(self->state.ctx, m.bytes).counts);
+  auto each = std::make_shared<std::vector<std::vector<std::uint64_t>>>();
+  auto add = [self, t, each](std::vector<wire_message>& replies) {
+    for (const auto& m : replies) {
+      auto counts = wire::decode_control(self->state.ctx, m.bytes).counts;
+      each->push_back(counts);
+      add_counts(*t, std::move(counts));
+    }
   };
   all(
       self, st.batchers, report_atom_v, asks, "traffic report",
-      [self, rp, fail, asks, add, t](std::vector<wire_message>& replies) mutable {
+      [self, rp, fail, asks, add, t, each](std::vector<wire_message>& replies) mutable {
         add(replies);
         all(
             self, self->state.shards, report_atom_v, asks, "traffic report of a shard",
-            [self, rp, fail, asks, add, t](std::vector<wire_message>& replies) mutable {
+            [self, rp, fail, asks, add, t, each](std::vector<wire_message>& replies) mutable {
               add(replies);
               all(
                   self, self->state.stores, report_atom_v, asks, "traffic report of a store",
-                  [self, rp, add, t](std::vector<wire_message>& replies) mutable {
+                  [self, rp, add, t, each](std::vector<wire_message>& replies) mutable {
                     add(replies);
                     t->sent += self->state.sent;
-                    rp.deliver(cluster_report::from(*t));
+                    auto r = cluster_report::from(*t);
+                    r.per_actor = std::move(*each);
+                    rp.deliver(std::move(r));
                     command_done(self);
                   },
                   fail);

@@ -13,6 +13,7 @@
 #include "model/partition_store.hpp"
 #include "model/partitioner.hpp"
 #include "model/sampler.hpp"
+#include "runtime/actor_table.hpp"
 #include "runtime/cluster_identity.hpp"
 #include "runtime/cluster_resume.hpp"
 #include "runtime/compute_threads.hpp"
@@ -82,7 +83,8 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
   const auto parts = static_cast<double>(std::max<size_t>(1, coord.num_parts()));
   const bool checkpoints = !s.checkpoint_dir.empty();
   const auto first_epoch = static_cast<int>(first_step / nb);
-  std::string console_trace;  ///< a trace the console started (where it goes)
+  std::string console_trace;                    ///< a trace the console started (where it goes)
+  std::optional<cluster_report> actors_before;  ///< the previous epoch end's, per actor
   std::uint64_t console_trace_from = 0;
   for (int epoch = first_epoch; epoch < s.epochs; ++epoch) {
     epoch_record rec;
@@ -141,7 +143,11 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     rec.epoch_s = epoch_clock.seconds();
     rec.loss = rec.seeds ? loss_sum / rec.seeds : 0;
     rec.train_acc = rec.seeds ? static_cast<double>(correct) / rec.seeds : 0;
-    const cluster_traffic totals = coord.traffic();
+    cluster_report actors_now = coord.report();
+    const cluster_traffic totals = actors_now.traffic();
+    rec.actors_json = actor_table_json(actors_now, actors_before ? &*actors_before : nullptr,
+                                       rec.epoch_s, coord.num_parts());
+    actors_before = std::move(actors_now);
     const wire::traffic& after_train = totals.sent;
     // Epoch split, in the coordinator's wall time: only step phases running, only an all-reduce
     // (decentralized: with the shards' backward feeding it), both at once (pipelined), and the

@@ -17,6 +17,10 @@ const std::vector<std::pair<std::string, std::string>>& console_command_list() {
       {"trace",
        "trace start FILE: every actor keeps its stage spans from the next step on; trace stop: "
        "they go into FILE (Chrome trace format) in node 0's --trace-dir"},
+      {"actors",
+       "actors [RANK]: every worker actor (of node RANK) at the last epoch end: role, "
+       "partition, node, bytes and messages sent (by kind), messages per second over the "
+       "epoch, refused requests, time per stage"},
       {"stages",
        "where the step time goes: median and 95th percentile over the last 100 steps of the "
        "time from one step's end to the next's (evaluations and checkpoints between included) "
@@ -117,6 +121,20 @@ console_answer answer_console(status_board& board, const std::string& command) {
     std::string error;
     if (!parse_kill(command, error)) return {false, error};
     return {false, "kill is carried out by node 0's node actor"};
+  }
+  if (word == "actors") {
+    if (!extra.empty()) return {false, "usage: actors [RANK]"};
+    int rank = -1;
+    if (!arg.empty()) {
+      try {
+        std::size_t used = 0;
+        rank = std::stoi(arg, &used);
+        if (used != arg.size() || rank < 0) throw std::invalid_argument(arg);
+      } catch (const std::exception&) {
+        return {false, "usage: actors [RANK] (RANK a node's rank, not '" + arg + "')"};
+      }
+    }
+    return {true, board.actors_json(rank)};
   }
   if (!arg.empty()) return {false, "'" + word + "' takes no argument"};
   if (word == "faults") return {true, board.faults_json()};

@@ -194,6 +194,18 @@ void status_board::on_step_times(std::uint64_t steps_only_us, std::uint64_t allr
   overlap_us_ = overlap_us;
 }
 
+std::string status_board::actors_json(int rank) const {
+  std::lock_guard lock(mu_);
+  nlohmann::json out = nlohmann::json::array();
+  for (auto row : nlohmann::json::parse(actors_)) {
+    const int node = view_.rank_of_partition(row["partition"].get<int>());
+    if (rank >= 0 && node != rank) continue;
+    row["node"] = node;
+    out.push_back(std::move(row));
+  }
+  return out.dump();
+}
+
 std::string status_board::stages_json() const {
   std::lock_guard lock(mu_);
   auto ms = [](double s) { return std::round(s * 1e6) / 1e3; };
@@ -225,6 +237,7 @@ std::string status_board::stages_json() const {
 void status_board::on_epoch(const epoch_record& r) {
   std::lock_guard lock(mu_);
   worker_stages_ = r.stage_per_step_s;
+  if (!r.actors_json.empty()) actors_ = r.actors_json;
   epoch_ = r.epoch;
   epoch_loss_ = r.loss;
   train_acc_ = r.train_acc;

@@ -42,6 +42,9 @@ class status_board {
   /// The `stages` command's answer: median and 95th percentile over the last steps of the
   /// coordinator's step split, and the workers' mean time per step and stage in the last epoch.
   std::string stages_json() const;
+  /// The `actors [RANK]` command's answer: every worker actor's counters at the last epoch end
+  /// (those of RANK's partitions only, when given), with the node serving each.
+  std::string actors_json(int rank = -1) const;
   void on_epoch(const epoch_record& r);
 
   // -- the operator's controls (console), applied by the training loop between steps --
@@ -121,6 +124,7 @@ class status_board {
   std::uint64_t steps_only_us_ = 0, allreduce_only_us_ = 0, overlap_us_ = 0;
   double times_at_ = -1;                                       ///< when on_step_times last ran
   std::vector<std::pair<std::string, double>> worker_stages_;  ///< last epoch, s per step
+  std::string actors_ = "[]";                                  ///< last epoch end's table
 };
 
 }  // namespace degnn

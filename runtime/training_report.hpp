@@ -24,10 +24,11 @@ struct epoch_record {
   /// Clusters: each worker stage's mean seconds per step this epoch (means over the workers;
   /// stages that took no time are left out).
   std::vector<std::pair<std::string, double>> stage_per_step_s;
-  double prepare_s = 0;    ///< one process: background sampling and gather (overlaps compute)
-  double allreduce_s = 0;  ///< clusters: gradient phase and apply (coordinator wall time)
-  double overlap_s = 0;    ///< clusters: time a step phase and an all-reduce ran at once
-  std::string work_json;   ///< decentralized: {"nodes":...,"edges":...} computed this epoch
+  double prepare_s = 0;     ///< one process: background sampling and gather (overlaps compute)
+  double allreduce_s = 0;   ///< clusters: gradient phase and apply (coordinator wall time)
+  double overlap_s = 0;     ///< clusters: time a step phase and an all-reduce ran at once
+  std::string work_json;    ///< decentralized: {"nodes":...,"edges":...} computed this epoch
+  std::string actors_json;  ///< clusters: every worker actor's counters (runtime/actor_table.hpp)
   std::uint64_t steps = 0, seeds = 0;
   std::uint64_t rows_pulled = 0;   ///< decentralized: historical rows received from other shards
   std::uint64_t bytes = 0;         ///< sent between nodes during the epoch (training, not eval)

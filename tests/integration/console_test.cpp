@@ -99,6 +99,25 @@ TEST_F(Console, EachCommandAnswersAndAMalformedOneGetsAnErrorWhileTheConsoleGoes
     if (name == "view") {
       EXPECT_EQ(j["id"], 1);
     }
+    if (name == "actors") {
+      ASSERT_EQ(j.size(), 6u) << out;  // a batch actor, a shard and a store per partition
+      std::set<std::string> roles;
+      for (const auto& a : j) {
+        roles.insert(a["role"].get<std::string>());
+        EXPECT_EQ(a["node"], a["partition"]) << a.dump();  // node K serves partition K here
+      }
+      EXPECT_EQ(roles, (std::set<std::string>{"batch actor", "shard", "embedding store"}));
+      EXPECT_GT(j[0]["bytes_sent"].get<double>(), 0) << out;
+      EXPECT_TRUE(j[0].contains("messages_per_s")) << out;
+      EXPECT_TRUE(j[0].contains("stage_ms_total")) << out;
+      const auto [one_rc, one] = console({node0, "-c", "actors 1", "--json"});
+      ASSERT_EQ(one_rc, 0) << one;
+      const auto node1 = nlohmann::json::parse(one, nullptr, false);
+      ASSERT_EQ(node1.size(), 3u) << one;
+      for (const auto& a : node1)
+        EXPECT_EQ(a["node"], 1) << one;
+      EXPECT_EQ(console({node0, "-c", "actors one"}).first, 1);
+    }
     if (name == "stages") {
       EXPECT_GT(j["steps"].get<int>(), 0) << out;
       EXPECT_GT(j["coordinator"]["step"]["median_ms"].get<double>(), 0) << out;
