@@ -44,8 +44,12 @@ class stage_log {
     spans_dropped_ = 0;
     keep_spans();
   }
-  /// Keeps no more spans (those kept stay, for chrome_events).
-  void stop_spans() { max_spans_ = 0; }
+  /// Keeps no more spans and drops those kept (the console's `trace stop`, once written).
+  void stop_spans() {
+    max_spans_ = 0;
+    spans_.clear();
+    spans_dropped_ = 0;
+  }
 
   const std::array<std::uint64_t, kNumStages>& total_us() const { return total_us_; }
   /// Chrome trace events ("ph":"X", microseconds) of the kept spans, comma-separated, for process

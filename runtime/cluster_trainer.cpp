@@ -77,14 +77,14 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
   }
   if (!s.trace.empty()) coord.keep_spans();
   coord.set_pipelined(decentralized && s.overlap);
-  cluster_traffic totals_before = coord.traffic();
+  std::optional<cluster_report> actors_before = coord.report();  ///< per actor, the baseline
+  cluster_traffic totals_before = actors_before->traffic();
   std::uint64_t bytes_before = totals_before.sent.total_bytes();
   wire::traffic kinds_before = totals_before.sent;
   const auto parts = static_cast<double>(std::max<size_t>(1, coord.num_parts()));
   const bool checkpoints = !s.checkpoint_dir.empty();
   const auto first_epoch = static_cast<int>(first_step / nb);
-  std::string console_trace;                    ///< a trace the console started (where it goes)
-  std::optional<cluster_report> actors_before;  ///< the previous epoch end's, per actor
+  std::string console_trace;  ///< a trace the console started (where it goes)
   std::uint64_t console_trace_from = 0;
   for (int epoch = first_epoch; epoch < s.epochs; ++epoch) {
     epoch_record rec;
@@ -113,22 +113,27 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
         std::printf("staleness %d set from the console: from step %llu on\n", *asks.staleness,
                     static_cast<unsigned long long>(step + 1));
       }
+      // A stop first: a start asked right after it is for a new trace.
+      if (asks.trace_stop && !console_trace.empty()) {
+        const std::string json = coord.chrome_trace();
+        coord.set_tracing(false);
+        try {
+          write_file_durably(console_trace, json);
+          std::printf("trace of steps %llu to %llu written to %s (%.1f MB)\n",
+                      static_cast<unsigned long long>(console_trace_from),
+                      static_cast<unsigned long long>(step), console_trace.c_str(),
+                      static_cast<double>(json.size()) / 1e6);
+        } catch (const std::exception& e) {  // the training goes on
+          std::fprintf(stderr, "the console's trace was not written: %s\n", e.what());
+        }
+        console_trace.clear();
+      }
       if (!asks.trace_start.empty()) {
         coord.set_tracing(true);
         console_trace = asks.trace_start;
         console_trace_from = step + 1;
         std::printf("trace asked from the console: the steps from %llu on, into %s\n",
                     static_cast<unsigned long long>(step + 1), console_trace.c_str());
-      }
-      if (asks.trace_stop && !console_trace.empty()) {
-        const std::string json = coord.chrome_trace();
-        coord.set_tracing(false);
-        write_file_durably(console_trace, json);
-        std::printf("trace of steps %llu to %llu written to %s (%.1f MB)\n",
-                    static_cast<unsigned long long>(console_trace_from),
-                    static_cast<unsigned long long>(step), console_trace.c_str(),
-                    static_cast<double>(json.size()) / 1e6);
-        console_trace.clear();
       }
       const bool asked = asks.checkpoint;
       if (asked)
@@ -143,11 +148,10 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     rec.epoch_s = epoch_clock.seconds();
     rec.loss = rec.seeds ? loss_sum / rec.seeds : 0;
     rec.train_acc = rec.seeds ? static_cast<double>(correct) / rec.seeds : 0;
-    cluster_report actors_now = coord.report();
+    const cluster_report actors_now = coord.report();
     const cluster_traffic totals = actors_now.traffic();
     rec.actors_json = actor_table_json(actors_now, actors_before ? &*actors_before : nullptr,
                                        rec.epoch_s, coord.num_parts());
-    actors_before = std::move(actors_now);
     const wire::traffic& after_train = totals.sent;
     // Epoch split, in the coordinator's wall time: only step phases running, only an all-reduce
     // (decentralized: with the shards' backward feeding it), both at once (pipelined), and the
@@ -217,7 +221,9 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     // the run's last one is waited for, so a finished run has it committed.
     if (checkpoints)
       coord.checkpoint(static_cast<std::uint64_t>(epoch + 1) * nb, epoch + 1 == s.epochs);
-    totals_before = coord.traffic();
+    // The next epoch's baselines: after this one's evaluation and checkpoint.
+    actors_before = coord.report();
+    totals_before = actors_before->traffic();
     kinds_before = totals_before.sent;
     bytes_before = kinds_before.total_bytes();
     rec.eval_bytes = bytes_before - after_train.total_bytes();

@@ -134,7 +134,9 @@ console_answer answer_console(status_board& board, const std::string& command) {
         return {false, "usage: actors [RANK] (RANK a node's rank, not '" + arg + "')"};
       }
     }
-    return {true, board.actors_json(rank)};
+    std::string table = board.actors_json(rank);
+    if (table.empty()) return {false, "no node " + arg + " in the view"};
+    return {true, table};
   }
   if (!arg.empty()) return {false, "'" + word + "' takes no argument"};
   if (word == "faults") return {true, board.faults_json()};

@@ -223,6 +223,7 @@ int run_launch(int argc, char** argv) {
     // Every exit of this pass first: when a killed node and the node that stopped because it
     // lost it end within one pass, the cause is the one a signal ended.
     const node_process* cause = nullptr;
+    bool cause_signalled = false;
     for (auto& p : procs) {
       if (!p.running) continue;
       int status = 0;
@@ -231,7 +232,10 @@ int run_launch(int argc, char** argv) {
       --running;
       p.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       const bool signalled = WIFSIGNALED(status);
-      if (p.code != 0 && (!cause || (signalled && cause->code <= 128))) cause = &p;
+      if (p.code != 0 && (!cause || (signalled && !cause_signalled))) {
+        cause = &p;
+        cause_signalled = signalled;
+      }
     }
     if (cause && !stopping) {
       first_failure = cause->code;

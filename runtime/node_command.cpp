@@ -457,6 +457,8 @@ int run_node(int argc, char** argv) {
           "; every node rolls back to step " + std::to_string(back_to) +
           " (the last checkpoint every node wrote)");
       if (board) board->set_view(next);
+      if (board && board->drop_trace())
+        say("the console's trace ends unwritten: every actor is new");
       announce_view(self, mesh, ctx, members.view, next);
       coord.reset();
       move_to(next);

@@ -87,7 +87,13 @@ std::vector<char> answer_operator(node_pointer self, const std::vector<char>& b)
     const console_answer a = kill_from_console(self, r.command, who);
     return reply(a.ok, a.text);
   }
-  const console_answer a = answer_console(*st.console->board, r.command);
+  // An operator's command must never end the node actor.
+  console_answer a;
+  try {
+    a = answer_console(*st.console->board, r.command);
+  } catch (const std::exception& e) {
+    return reply(false, std::string("the command failed: ") + e.what());
+  }
   // Every command that changes the run is logged with the view and who gave it.
   if (a.ok && a.changes && st.log) {
     st.log("console: '" + r.command + "' from " + who + " (view " +

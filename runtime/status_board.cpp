@@ -4,6 +4,7 @@
 #include <utility>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -118,15 +119,31 @@ std::string status_board::request_trace(bool start, const std::string& file) {
     return "";
   }
   if (!tracing_to_.empty()) return "a trace into " + tracing_to_ + " runs (trace stop first)";
-  // A plain name in the trace folder: an operator writes nothing elsewhere on node 0.
-  const bool plain = !file.empty() && file.find('/') == std::string::npos && file[0] != '.' &&
-                     file.size() > 5 && file.ends_with(".json");
-  if (!plain) return "a trace file is a plain name ending in .json (written in the trace folder)";
+  if (trace_stop_asked_) return "the last trace is still being written (ask again after a step)";
+  // A short plain name in the trace folder: an operator writes nothing elsewhere on node 0.
+  const bool plain =
+      file.size() > 5 && file.size() <= 128 && file[0] != '.' && file.ends_with(".json") &&
+      std::all_of(file.begin(), file.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+      });
+  if (!plain)
+    return "a trace file is a plain name of letters, digits, '.', '_' and '-' ending in .json "
+           "(at most 128 characters; written in the trace folder)";
   const std::string path = trace_dir_ + "/" + file;
-  if (std::filesystem::exists(path)) return path + " exists already";
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) || ec) return path + " exists already or cannot be checked";
   trace_start_asked_ = path;
   tracing_to_ = path;
   return "";
+}
+
+bool status_board::drop_trace() {
+  std::lock_guard lock(mu_);
+  const bool ran = !tracing_to_.empty() || !trace_start_asked_.empty();
+  tracing_to_.clear();
+  trace_start_asked_.clear();
+  trace_stop_asked_ = false;
+  return ran;
 }
 
 bool status_board::request_staleness(int k) {
@@ -196,6 +213,7 @@ void status_board::on_step_times(std::uint64_t steps_only_us, std::uint64_t allr
 
 std::string status_board::actors_json(int rank) const {
   std::lock_guard lock(mu_);
+  if (rank >= static_cast<int>(view_.members.size())) return "";
   nlohmann::json out = nlohmann::json::array();
   for (auto row : nlohmann::json::parse(actors_)) {
     const int node = view_.rank_of_partition(row["partition"].get<int>());

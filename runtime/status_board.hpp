@@ -43,8 +43,11 @@ class status_board {
   /// coordinator's step split, and the workers' mean time per step and stage in the last epoch.
   std::string stages_json() const;
   /// The `actors [RANK]` command's answer: every worker actor's counters at the last epoch end
-  /// (those of RANK's partitions only, when given), with the node serving each.
+  /// (those of RANK's partitions only, when given), with the node serving each; "" when the
+  /// view has no such rank.
   std::string actors_json(int rank = -1) const;
+  /// A recovery respawned every actor: a trace the console started is gone (true if one ran).
+  bool drop_trace();
   void on_epoch(const epoch_record& r);
 
   // -- the operator's controls (console), applied by the training loop between steps --

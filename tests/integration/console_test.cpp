@@ -107,6 +107,12 @@ TEST_F(Console, EachCommandAnswersAndAMalformedOneGetsAnErrorWhileTheConsoleGoes
         EXPECT_EQ(a["node"], a["partition"]) << a.dump();  // node K serves partition K here
       }
       EXPECT_EQ(roles, (std::set<std::string>{"batch actor", "shard", "embedding store"}));
+      // The batch actors, then the shards, then the stores, by partition.
+      for (size_t i = 0; i < 6; ++i) {
+        static const char* role[] = {"batch actor", "shard", "embedding store"};
+        EXPECT_EQ(j[i]["role"], role[i / 2]) << out;
+        EXPECT_EQ(j[i]["partition"], i % 2) << out;
+      }
       EXPECT_GT(j[0]["bytes_sent"].get<double>(), 0) << out;
       EXPECT_TRUE(j[0].contains("messages_per_s")) << out;
       EXPECT_TRUE(j[0].contains("stage_ms_total")) << out;
@@ -117,13 +123,11 @@ TEST_F(Console, EachCommandAnswersAndAMalformedOneGetsAnErrorWhileTheConsoleGoes
       for (const auto& a : node1)
         EXPECT_EQ(a["node"], 1) << one;
       EXPECT_EQ(console({node0, "-c", "actors one"}).first, 1);
+      EXPECT_EQ(console({node0, "-c", "actors 7"}).first, 1);
     }
     if (name == "stages") {
       EXPECT_GT(j["steps"].get<int>(), 0) << out;
       EXPECT_GT(j["coordinator"]["step"]["median_ms"].get<double>(), 0) << out;
-      EXPECT_GE(j["coordinator"]["step"]["p95_ms"].get<double>(),
-                j["coordinator"]["step"]["median_ms"].get<double>())
-          << out;
       EXPECT_GT(j["workers_last_epoch_ms_per_step"]["sample"].get<double>(), 0) << out;
     }
     if (name == "faults") {
@@ -425,6 +429,10 @@ TEST_F(Console, TraceStartAndStopWriteTheStepsBetweenAsAChromeTrace) {
     if (e.value("ph", "") == "X") names.insert(e.value("name", ""));
   EXPECT_TRUE(names.count("sample")) << j.dump().substr(0, 500);
   EXPECT_TRUE(names.count("all-reduce")) << j.dump().substr(0, 500);
+  // Written once: the same name again is refused.
+  const auto [erc, exists] = console({node0, "-c", "trace start steps.json"});
+  EXPECT_EQ(erc, 1);
+  EXPECT_TRUE(contains(exists, "exists already")) << exists;
   EXPECT_EQ(nodes_[1]->wait(10ms), -1) << read_file(log("trace1"));
 }
 
