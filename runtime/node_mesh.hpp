@@ -36,8 +36,6 @@ class node_mesh {
 
   const cluster_handles& handles() const { return handles_; }
   const node_actor& node_of(size_t rank) const { return nodes_[rank]; }
-  size_t size() const { return nodes_.size(); }
-  const std::string& name() const { return me_; }
 
  private:
   [[noreturn]] void fail(const std::string& what) const;

@@ -17,6 +17,8 @@
 # reference run in the same namespaces.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/fault_helpers.sh
+source scripts/fault_helpers.sh
 [[ $(id -u) == 0 ]] || { echo "fault_runs.sh: run as root (it makes network namespaces)" >&2; exit 1; }
 command -v ip >/dev/null || { echo "fault_runs.sh: needs iproute2 (ip)" >&2; exit 1; }
 if ! command -v nft >/dev/null; then
@@ -80,13 +82,7 @@ start() {
     pids+=($!)
   done
 }
-wait_all() { for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done; }
-now() { date +%s.%N; }
-secs() { printf %.2f "$(echo "$1 - $2" | bc)"; }
-final_test() { grep -o 'test [0-9][0-9.]*' "$1" | tail -1 | cut -d' ' -f2; }
 slowest() { grep -o '^epoch.*time [0-9.]*s' "$1" | grep -o '[0-9.]*s$' | tr -d s | sort -n | tail -1; }
-trained_again() { awk '/recovered in/ { r = 1 } r && /^epoch/ { f = 1 } END { exit !f }' "$1"; }
-left() { pgrep -f "$work/parts" | wc -l; }
 newest_commit() { grep -h '^next_step' "$work/$1"-ck-*/part-*/COMMIT 2>/dev/null | cut -d' ' -f2 | sort -n | tail -1; }
 
 # do_fault ACTION RANK PERCENT: applies it now; appends its undo to `undo`

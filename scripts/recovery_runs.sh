@@ -24,6 +24,8 @@
 # HEARTBEAT (node options of the in-run scenarios, "--heartbeat-ms 250 --heartbeat-misses 12").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/fault_helpers.sh
+source scripts/fault_helpers.sh
 epochs=${1:-40}
 dataset=${DATASET:-data/pubmed}
 eval_every=${EVAL_EVERY:-5}
@@ -69,22 +71,9 @@ start() {
     pids+=($!)
   done
 }
-# await FILE EXTENDED-REGEX: until the file has such a line; gives up after 15 minutes.
-await() {
-  local t=0
-  until grep -Eq "$2" "$1"; do
-    sleep 0.02
-    t=$((t + 1))
-    ((t < 45000)) || { echo "recovery_runs.sh: no '$2' in $1 after 15 minutes" >&2; exit 1; }
-  done
-}
-# Training again: node 0's first epoch line after it recovered (the history rebuilt).
-trained_again() { awk '/recovered in/ { r = 1 } r && /^epoch/ { f = 1 } END { exit !f }' "$1"; }
-wait_all() { for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done; }
-now() { date +%s.%N; }
-final_test() { grep -o 'test [0-9][0-9.]*' "$1" | tail -1 | cut -d' ' -f2; }
+# await FILE EXTENDED-REGEX: until the file has such a line.
+await() { until_true "'$2' in $1" grep -Eq "$2" "$1"; }
 last_epoch() { grep -o '^epoch *[0-9]*' "$1" | tail -1 | tr -dc 0-9; }
-left() { pgrep -f "$work/parts" | wc -l; }
 
 row() {  # scenario detected restarted redone accuracy lost left refused
   printf '%-12s %10s %10s %6s %9s %5s %5s %8s\n' "$@"
@@ -119,7 +108,6 @@ done
 
 newest_commit() { grep -h '^next_step' "$work"/ck-*/part-*/COMMIT 2>/dev/null | cut -d' ' -f2 |
   sort -n | tail -1; }
-secs() { printf %.2f "$(echo "$1 - $2" | bc)"; }
 
 # In-run recovery: nothing is restarted by hand. Detected: from the fault until node 0 logs the
 # lost node; training again: until node 0's next epoch line (the new view served everywhere and
@@ -145,12 +133,7 @@ for scenario in adopt-kill2 replace-kill2 adopt-stop2; do
   fi
   await "$log0" "lost node"
   t_detected=$(now)
-  t=0
-  until trained_again "$log0"; do
-    sleep 0.02
-    t=$((t + 1))
-    ((t < 45000)) || { echo "recovery_runs.sh: $log0 never trained again" >&2; exit 1; }
-  done
+  until_true "$log0 training again" trained_again "$log0"
   t_recovered=$(now)
   if [[ $scenario == *stop* ]]; then
     sleep "$(echo "10 - ($(now) - $t_fault)" | bc | sed 's/^-.*/0/')"

@@ -87,10 +87,8 @@ class NodeLoss : public ::testing::Test {
 
   // The losses of the in-process cluster resumed from checkpoint c to the end of `epochs`: the
   // same file under a commit record naming the in-process run.
-  std::vector<double> reference_losses(const committed_checkpoint& c, int epochs,
-                                       const std::string& pipeline = "centralized") {
+  std::vector<double> reference_losses(const committed_checkpoint& c, int epochs) {
     train_settings s = small_run_reference(data_, dir_.path / "parts", epochs);
-    s.pipeline = pipeline;
     // The same file under a record naming the in-process run (its own settings' run id).
     const fs::path ref = dir_.path / "reference";
     fs::create_directories(ref);
