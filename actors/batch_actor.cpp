@@ -183,6 +183,7 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
   auto guarded = [self](wire::kind expected, bool needs_peers, const wire_message& m,
                         auto&& serve) -> caf::result<wire_message> {
     auto& st = self->state;
+    note_mailbox(st.mailbox, self->mailbox().size());
     // Only the report (counters) is answered to anyone: it is asked before every view is set.
     auto refuse = [&](const std::string& why) {
       ++st.rejected;
@@ -235,7 +236,8 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
         return guarded(wire::kind::control, false, m, [&]() -> caf::result<wire_message> {
           control(m);  // only a query of this cluster is answered
           auto& st = self->state;
-          return counters_report(st.part->part, st.ctx, st.sent, st.rejected, nullptr, &st.stages);
+          return counters_report(st.part->part, st.ctx, st.sent, st.rejected, st.mailbox, nullptr,
+                                 &st.stages);
         });
       },
       [self](trace_atom, const wire_message& m) -> caf::result<wire_message> {

@@ -14,6 +14,7 @@
 
 #include "actors/message_guard.hpp"
 #include "actors/messages.hpp"
+#include "actors/reports.hpp"
 #include "actors/stage_log.hpp"
 #include "actors/weight_gate.hpp"
 #include "actors/worker_settings.hpp"
@@ -39,6 +40,7 @@ struct batch_state {
   wire::context ctx;
   wire::traffic sent;          ///< messages to other nodes
   std::uint64_t rejected = 0;  ///< requests that failed validation
+  mailbox_counts mailbox;      ///< queued requests when serving one, and the peak
   std::vector<node_id> train_global;
   std::int64_t batches_epoch = -1;
   std::vector<std::vector<node_id>> batches;

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "actors/coordinator_internal.hpp"
+#include "actors/reports.hpp"
 
 namespace degnn::coordinator_detail {
 
@@ -82,17 +83,14 @@ void init_history(self_ptr self, caf::typed_response_promise<bool> rp, fail_fn f
 // -- reports --
 
 // A report is the traffic counters, then (workers) the work counters and the time per stage.
-void add_counts(cluster_traffic& t, std::vector<std::uint64_t> counts) {
-  constexpr size_t traffic_size = 2 * wire::kNumKinds + 1;
-  constexpr size_t work_end = traffic_size + compute_counters::kSize;
-  if (counts.size() == work_end + kNumStages) {
-    t.work += compute_counters::from_list(
-        std::vector<std::uint64_t>(counts.begin() + traffic_size, counts.begin() + work_end));
-    for (int k = 0; k < kNumStages; ++k)
-      t.stage_us[static_cast<size_t>(k)] += counts[work_end + static_cast<size_t>(k)];
-    counts.resize(traffic_size);
+void add_counts(cluster_traffic& t, const std::vector<std::uint64_t>& counts) {
+  const parsed_report r = parse_report(counts);
+  if (r.work) {
+    t.work += *r.work;
+    for (size_t k = 0; k < r.stage_us.size(); ++k)
+      t.stage_us[k] += r.stage_us[k];
   }
-  t.rejected += t.sent.add_report(counts);
+  t.rejected += t.sent.add_report(r.traffic);
 }
 
 void report(self_ptr self, caf::typed_response_promise<cluster_report> rp, fail_fn fail) {
@@ -107,8 +105,8 @@ void report(self_ptr self, caf::typed_response_promise<cluster_report> rp, fail_
   auto add = [self, t, each](std::vector<wire_message>& replies) {
     for (const auto& m : replies) {
       auto counts = wire::decode_control(self->state.ctx, m.bytes).counts;
-      each->push_back(counts);
-      add_counts(*t, std::move(counts));
+      add_counts(*t, counts);
+      each->push_back(std::move(counts));
     }
   };
   all(

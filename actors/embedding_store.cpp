@@ -105,6 +105,7 @@ store_actor::behavior_type store_behavior(self_ptr self,
   };
   auto guarded = [refuse, self](auto&& serve, const wire_message& m,
                                 bool members_only = true) -> caf::result<wire_message> {
+    note_mailbox(self->state.mailbox, self->mailbox().size());
     if (auto r = self->state.guard.admit(self->current_sender(), m, members_only)) {
       refuse(r->why);
       return actor_error(
@@ -140,7 +141,7 @@ store_actor::behavior_type store_behavior(self_ptr self,
         return guarded(
             [](store_state& st, const wire_message& m) {
               wire::decode_control(st.ctx, m.bytes);  // only a query of this cluster is answered
-              return counters_report(st.part->part, st.ctx, st.sent, st.rejected);
+              return counters_report(st.part->part, st.ctx, st.sent, st.rejected, st.mailbox);
             },
             m, false);
       },

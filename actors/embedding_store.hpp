@@ -8,6 +8,7 @@
 
 #include "actors/message_guard.hpp"
 #include "actors/messages.hpp"
+#include "actors/reports.hpp"
 #include "actors/worker_settings.hpp"
 #include "model/embedding_table.hpp"
 #include "model/partition_book.hpp"
@@ -32,6 +33,7 @@ struct store_state {
   message_guard guard;                ///< refuses damaged and repeated requests
   wire::traffic sent;                 ///< replies to other nodes
   std::uint64_t rejected = 0;         ///< requests that failed validation
+  mailbox_counts mailbox;             ///< queued requests when serving one, and the peak
   std::vector<caf::node_id> members;  ///< nodes of the view: the only senders of gets served
   reject_log on_reject;
   /// Set when a put was refused: the history is then not the step's, and every later get is

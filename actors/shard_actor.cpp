@@ -14,7 +14,8 @@ using namespace shard_detail;
 
 wire_message report(shard_state& st, const wire_message& m) {
   wire::decode_control(st.ctx, m.bytes);  // only a query of this cluster is answered
-  return counters_report(st.part->part, st.ctx, st.sent, st.rejected, &st.work, &st.stages);
+  return counters_report(st.part->part, st.ctx, st.sent, st.rejected, st.mailbox, &st.work,
+                         &st.stages);
 }
 
 // The averaged gradient, handed on by this worker's batch actor.
@@ -107,6 +108,7 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
   auto guarded = [self](wire::kind expected, const wire_message& m, auto&& serve,
                         bool members_only = true) -> caf::result<wire_message> {
     auto& st = self->state;
+    note_mailbox(st.mailbox, self->mailbox().size());
     auto refuse = [&](const std::string& why) {
       ++st.rejected;
       log_refusal(st.settings.on_reject, "shard " + std::to_string(st.part->part), m,

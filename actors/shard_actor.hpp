@@ -14,6 +14,7 @@
 #include "actors/compute_counters.hpp"
 #include "actors/message_guard.hpp"
 #include "actors/messages.hpp"
+#include "actors/reports.hpp"
 #include "actors/stage_log.hpp"
 #include "actors/weight_gate.hpp"
 #include "actors/worker_settings.hpp"
@@ -63,6 +64,7 @@ struct shard_state {
   wire::context ctx;
   wire::traffic sent;                 ///< messages to other nodes
   std::uint64_t rejected = 0;         ///< requests that failed validation
+  mailbox_counts mailbox;             ///< queued requests when serving one, and the peak
   std::vector<std::int32_t> scratch;  ///< global id -> local block index, -1 between uses
   std::vector<Matrix> eval_h;         ///< eval_h[l]: h^(l) of the owned nodes, l >= 1
   // -- decentralized pipeline --

@@ -1,6 +1,6 @@
 // The console's `actors`: every worker actor's own counters at an epoch end (role, partition,
-// bytes and messages sent by kind, messages per second over the epoch, refusals, stage times),
-// as JSON from the coordinator's per-actor report.
+// bytes and messages sent by kind, messages per second over the epoch, refusals, stage times,
+// mailbox now and at its peak), as JSON from the coordinator's per-actor report.
 #pragma once
 
 #include <string>

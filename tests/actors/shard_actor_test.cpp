@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -415,4 +416,83 @@ TEST_F(ShardActor, RejectsBadRequestsWithAnErrorCountsThemAndKeepsServing) {
 }
 
 }  // namespace
+
+// The mailbox counts of a report: with the scheduler's only thread held by another actor, five
+// report requests queue at the shard; the first served sees the four behind it, the last none,
+// and every later report keeps the peak.
+TEST(ShardMailbox, AReportCountsTheRequestsQueuedBehindItAndKeepsThePeak) {
+  struct config : caf::actor_system_config {
+    config() {
+      add_actor_types(*this);
+      set("scheduler.max-threads", 1);
+    }
+  } cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  const replica_config model{.in_dim = static_cast<std::int32_t>(cora4().d.num_features()),
+                             .hidden = 8,
+                             .num_classes = cora4().d.num_classes,
+                             .num_layers = 2};
+  auto shard =
+      sys.spawn(shard_behavior, cora4().parts[2], cora4().book, model, worker_settings{}, ctx());
+  std::promise<void> started, release;
+  auto released = release.get_future().share();
+  auto blocker = sys.spawn([&started, released](caf::event_based_actor*) -> caf::behavior {
+    return {[&started, released](int) {
+      started.set_value();
+      released.wait();
+    }};
+  });
+  self->send(blocker, 1);
+  started.get_future().wait();  // the only scheduler thread is now busy
+  const wire::control c{.h = {0, 0}, .what = wire::control_kind::result};
+  const wire_message ask{static_cast<std::uint16_t>(wire::kind::control), wire::encode(ctx(), c)};
+  for (int i = 0; i < 5; ++i)
+    self->send(shard, report_atom_v, ask);
+  release.set_value();
+  std::vector<mailbox_counts> seen;
+  for (int i = 0; i < 5; ++i) {
+    self->receive(
+        [&](const wire_message& r) {
+          seen.push_back(parse_report(wire::decode_control(ctx(), r.bytes).counts).mailbox);
+        },
+        caf::after(std::chrono::seconds(10)) >> [&] { ADD_FAILURE() << "no report"; });
+  }
+  ASSERT_EQ(seen.size(), 5u);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].now, 4 - i) << i;
+    EXPECT_EQ(seen[i].peak, 4u) << i;
+  }
+  self->send_exit(shard, caf::exit_reason::user_shutdown);
+  self->send_exit(blocker, caf::exit_reason::user_shutdown);
+}
+
+// A report's layout is told by its length; any other length is refused.
+TEST(ShardMailbox, ReportLayoutsParseBackAndOthersAreRefused) {
+  wire::traffic t;
+  t.bytes[3] = 11;
+  t.messages[3] = 2;
+  compute_counters work;
+  work.graphs = 7;
+  stage_log stages;
+  const auto worker = wire::decode_control(
+      ctx(), counters_report(1, ctx(), t, 5, {.now = 3, .peak = 9}, &work, &stages).bytes);
+  const parsed_report w = parse_report(worker.counts);
+  ASSERT_TRUE(w.work.has_value());
+  EXPECT_EQ(w.work->graphs, 7u);
+  EXPECT_EQ(w.mailbox.now, 3u);
+  EXPECT_EQ(w.mailbox.peak, 9u);
+  wire::traffic back;
+  EXPECT_EQ(back.add_report(w.traffic), 5u);
+  EXPECT_EQ(back, t);
+  const auto store =
+      wire::decode_control(ctx(), counters_report(1, ctx(), t, 0, {.now = 0, .peak = 2}).bytes);
+  const parsed_report s = parse_report(store.counts);
+  EXPECT_FALSE(s.work.has_value());
+  EXPECT_EQ(s.mailbox.peak, 2u);
+  auto short_one = store.counts;
+  short_one.pop_back();
+  EXPECT_THROW(parse_report(short_one), std::invalid_argument);
+}
+
 }  // namespace degnn

@@ -116,6 +116,10 @@ TEST_F(Console, EachCommandAnswersAndAMalformedOneGetsAnErrorWhileTheConsoleGoes
       EXPECT_GT(j[0]["bytes_sent"].get<double>(), 0) << out;
       EXPECT_TRUE(j[0].contains("messages_per_s")) << out;
       EXPECT_TRUE(j[0].contains("stage_ms_total")) << out;
+      for (const auto& a : j) {
+        ASSERT_TRUE(a.contains("mailbox") && a.contains("mailbox_peak")) << a.dump();
+        EXPECT_GE(a["mailbox_peak"].get<std::uint64_t>(), a["mailbox"].get<std::uint64_t>());
+      }
       const auto [one_rc, one] = console({node0, "-c", "actors 1", "--json"});
       ASSERT_EQ(one_rc, 0) << one;
       const auto node1 = nlohmann::json::parse(one, nullptr, false);
