@@ -18,9 +18,13 @@ prepared_batch prepare_batch(neighbor_sampler& sampler, const dataset& d,
   prepared_batch p;
   p.batch = sampler.sample(seeds, fanouts, seed, step);
   const auto& inputs = p.batch.inputs();
-  p.x.resize(static_cast<Eigen::Index>(inputs.size()), d.features.cols());
-  for (size_t r = 0; r < inputs.size(); ++r)
-    p.x.row(static_cast<Eigen::Index>(r)) = d.features.row(inputs[r]);
+  if (d.sparse_features) {
+    p.xs = gather_rows(*d.sparse_features, inputs);
+  } else {
+    p.x.resize(static_cast<Eigen::Index>(inputs.size()), d.features.cols());
+    for (size_t r = 0; r < inputs.size(); ++r)
+      p.x.row(static_cast<Eigen::Index>(r)) = d.features.row(inputs[r]);
+  }
   p.labels.resize(seeds.size());
   for (size_t r = 0; r < seeds.size(); ++r)
     p.labels[r] = d.labels[static_cast<size_t>(seeds[r])];

@@ -14,13 +14,15 @@
 
 #include "model/block.hpp"
 #include "model/dataset.hpp"
+#include "model/sparse_input.hpp"
 #include "model/tensor.hpp"
 
 namespace degnn {
 
 struct prepared_batch {
   sampled_batch batch;
-  Matrix x;                          ///< input features, one row per batch.inputs() entry
+  Matrix x;        ///< input features, one row per batch.inputs() entry (dense features)
+  sparse_rows xs;  ///< the same rows when the dataset's features are sparse (x is then empty)
   std::vector<std::int32_t> labels;  ///< one per seed
   double prepare_s = 0;              ///< time the background thread spent on it
 };

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,12 +12,17 @@
 
 namespace degnn {
 
+struct sparse_rows;
+
 struct dataset {
   std::string name;
-  bool directed = false;             ///< false: the stored edges were symmetrized
-  edge_offset raw_edges = 0;         ///< lines of edge.csv.gz
-  csr_graph graph;                   ///< in-edges, after symmetrizing / de-duplication
-  Matrix features;                   ///< (num_nodes, num_features)
+  bool directed = false;      ///< false: the stored edges were symmetrized
+  edge_offset raw_edges = 0;  ///< lines of edge.csv.gz
+  csr_graph graph;            ///< in-edges, after symmetrizing / de-duplication
+  Matrix features;            ///< (num_nodes, num_features); no rows when sparse
+  /// The features as compressed rows instead of `features` (make_features_sparse, for wide
+  /// mostly-zero inputs); null when they are dense.
+  std::shared_ptr<const sparse_rows> sparse_features;
   std::vector<std::int32_t> labels;  ///< num_nodes class ids in [0, num_classes)
   std::int32_t num_classes = 0;
   std::vector<node_id> train, valid, test;  ///< sorted, disjoint
@@ -33,6 +39,9 @@ struct load_options {
   /// Where caches go; empty = $XDG_CACHE_HOME/degnn, else ~/.cache/degnn (never the dataset's
   /// own folder, which may be shared or read-only); no cache when neither can be named.
   std::filesystem::path cache_dir;
+  /// Features as compressed rows in d.sparse_features (model/sparse_input.hpp); from the cache
+  /// they are read so without ever holding the dense matrix.
+  bool sparse_features = false;
 };
 
 /// Loads DIR in OGB raw layout. Throws data_error naming the file and line of any malformed input.
@@ -45,8 +54,10 @@ dataset load_ogb_csv(const std::filesystem::path& dir, bool verbose = false);
 /// Binary cache of a loaded dataset: magic, version, a stamp of the source files, raw arrays.
 void write_dataset_cache(const dataset& d, const std::filesystem::path& file, std::uint64_t stamp);
 /// Returns false (and leaves d alone) when the file is absent or its stamp differs; throws
-/// data_error when it is present but corrupt.
-bool read_dataset_cache(const std::filesystem::path& file, std::uint64_t stamp, dataset& d);
+/// data_error when it is present but corrupt. sparse_features: read the features into
+/// d.sparse_features, a chunk of rows at a time (the dense matrix is never whole in memory).
+bool read_dataset_cache(const std::filesystem::path& file, std::uint64_t stamp, dataset& d,
+                        bool sparse_features = false);
 /// Stamp of DIR's source files (sizes and modification times).
 std::uint64_t dataset_source_stamp(const std::filesystem::path& dir);
 

@@ -11,6 +11,7 @@
 #include "model/dataset.hpp"
 #include "model/durable_file.hpp"
 #include "model/hashing.hpp"
+#include "model/sparse_input.hpp"
 
 namespace degnn {
 
@@ -43,6 +44,37 @@ void read_array(std::ifstream& in, checksum64& sum, T* data, size_t count, const
     throw data_error::at(file.string(), 0, "truncated dataset cache (delete it to rebuild)");
   }
   sum.add(data, count * sizeof(T));
+}
+
+// The cached dense feature rows read straight into compressed rows, a chunk of rows at a time,
+// so the dense matrix is never whole in memory.
+void read_sparse_features(std::ifstream& in, checksum64& sum, std::int64_t rows, std::int64_t cols,
+                          const fs::path& file, dataset& d) {
+  constexpr std::int64_t kChunk = 4096;  // rows; a whole chunk is a multiple of 8 bytes, so the
+                                         // checksum sees the same words as one read
+  std::vector<std::int32_t> outer{0}, inner;
+  std::vector<float> values;
+  Matrix chunk;
+  for (std::int64_t first = 0; first < rows; first += kChunk) {
+    chunk.resize(std::min(kChunk, rows - first), cols);
+    read_array(in, sum, chunk.data(), static_cast<size_t>(chunk.size()), file);
+    for (Eigen::Index r = 0; r < chunk.rows(); ++r) {
+      for (Eigen::Index c = 0; c < cols; ++c) {
+        if (const float v = chunk(r, c); v != 0.0f) {
+          inner.push_back(static_cast<std::int32_t>(c));
+          values.push_back(v);
+        }
+      }
+      if (inner.size() > static_cast<size_t>(INT32_MAX))
+        throw data_error::at(file.string(), 0, "more than 2^31 non-zero features");
+      outer.push_back(static_cast<std::int32_t>(inner.size()));
+    }
+  }
+  auto s = std::make_shared<sparse_rows>();
+  s->m = Eigen::Map<const decltype(s->m)>(rows, cols, static_cast<Eigen::Index>(values.size()),
+                                          outer.data(), inner.data(), values.data());
+  d.sparse_features = std::move(s);
+  d.features = Matrix(0, cols);
 }
 
 fs::path default_cache_path(const fs::path& dir, fs::path folder) {
@@ -88,6 +120,8 @@ std::uint64_t dataset_source_stamp(const fs::path& dir) {
 
 void write_dataset_cache(const dataset& d, const fs::path& file, std::uint64_t stamp) {
   if (file.has_parent_path()) fs::create_directories(file.parent_path());
+  if (d.sparse_features)
+    throw std::invalid_argument("write_dataset_cache: the cache holds dense feature rows");
   {
     durable_file out(file);  // a reader never sees a half-written cache
     cache_header h{};
@@ -119,7 +153,8 @@ void write_dataset_cache(const dataset& d, const fs::path& file, std::uint64_t s
   }
 }
 
-bool read_dataset_cache(const fs::path& file, std::uint64_t stamp, dataset& result) {
+bool read_dataset_cache(const fs::path& file, std::uint64_t stamp, dataset& result,
+                        bool sparse_features) {
   std::ifstream in(file, std::ios::binary);
   if (!in) return false;
   cache_header h{};
@@ -155,8 +190,12 @@ bool read_dataset_cache(const fs::path& file, std::uint64_t stamp, dataset& resu
   read_array(in, sum, d.graph.indptr.data(), d.graph.indptr.size(), file);
   d.graph.indices.resize(static_cast<size_t>(h.num_edges));
   read_array(in, sum, d.graph.indices.data(), d.graph.indices.size(), file);
-  d.features.resize(h.num_nodes, h.num_features);
-  read_array(in, sum, d.features.data(), static_cast<size_t>(d.features.size()), file);
+  if (sparse_features) {
+    read_sparse_features(in, sum, h.num_nodes, h.num_features, file, d);
+  } else {
+    d.features.resize(h.num_nodes, h.num_features);
+    read_array(in, sum, d.features.data(), static_cast<size_t>(d.features.size()), file);
+  }
   d.labels.resize(static_cast<size_t>(h.num_nodes));
   read_array(in, sum, d.labels.data(), d.labels.size(), file);
   for (auto [vec, count] :
@@ -183,7 +222,7 @@ dataset load_dataset(const fs::path& dir, const load_options& options) {
   const std::uint64_t stamp = dataset_source_stamp(dir);
   if (!cache.empty()) {
     dataset d;
-    if (read_dataset_cache(cache, stamp, d)) {
+    if (read_dataset_cache(cache, stamp, d, options.sparse_features)) {
       if (options.verbose)
         std::fprintf(stderr, "  loaded %s from cache %s\n", dir.c_str(), cache.c_str());
       return d;
@@ -200,6 +239,7 @@ dataset load_dataset(const fs::path& dir, const load_options& options) {
       if (options.verbose) std::fprintf(stderr, "  note: no dataset cache written: %s\n", e.what());
     }
   }
+  if (options.sparse_features) make_features_sparse(d);
   return d;
 }
 

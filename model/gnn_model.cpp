@@ -1,6 +1,7 @@
 // gnn_model: runs the blocks of a batch through the layer stack, caching what backward needs.
 #include "model/gnn_model.hpp"
 #include "model/hashing.hpp"
+#include "model/sparse_input.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -31,26 +32,43 @@ std::uint64_t layer_dropout_seed(std::uint64_t dropout_seed, std::int32_t layer)
 
 Matrix gnn_model::forward(const sampled_batch& batch, const Matrix& input, bool training,
                           std::uint64_t dropout_seed) {
+  return run(batch, &input, nullptr, training, dropout_seed);
+}
+
+Matrix gnn_model::forward(const sampled_batch& batch, const sparse_rows& input, bool training,
+                          std::uint64_t dropout_seed) {
+  return run(batch, nullptr, &input, training, dropout_seed);
+}
+
+Matrix gnn_model::run(const sampled_batch& batch, const Matrix* dense, const sparse_rows* sparse,
+                      bool training, std::uint64_t dropout_seed) {
   const std::int32_t n = num_layers();
   if (static_cast<std::int32_t>(batch.blocks.size()) != n)
     throw std::invalid_argument("gnn_model::forward: batch has " +
                                 std::to_string(batch.blocks.size()) + " blocks, model has " +
                                 std::to_string(n) + " layers");
-  if (input.rows() != batch.blocks[0].num_src() || input.cols() != config_.in_dim)
+  const Eigen::Index rows = dense ? dense->rows() : sparse->rows();
+  const Eigen::Index cols = dense ? dense->cols() : sparse->cols();
+  if (rows != batch.blocks[0].num_src() || cols != config_.in_dim)
     throw std::invalid_argument("gnn_model::forward: input is not (num inputs, in_dim)");
   for (std::int32_t l = 0; l + 1 < n; ++l)
     if (batch.blocks[l].num_dst() != batch.blocks[l + 1].num_src())
       throw std::invalid_argument("gnn_model::forward: block " + std::to_string(l) +
                                   " dst count differs from the next block's src count");
   batch_ = training ? &batch : nullptr;
+  sparse_cache_.reset();
+  if (sparse && training) sparse_cache_ = std::make_shared<sparse_layer_cache>();
   hidden_.resize(n - 1);
   masks_.resize(n - 1);
   Matrix logits;
   Matrix scratch;
   for (std::int32_t l = 0; l < n; ++l) {
-    const Matrix& h_in = l == 0 ? input : (training ? hidden_[l - 1] : scratch);
     Matrix& out = l + 1 == n ? logits : hidden_[l];  // (num_dst of block l, out_dim)
-    layers_[l]->forward(batch.blocks[l], h_in, out, training);
+    if (l == 0 && sparse)
+      sparse_layer_forward(*layers_[0], batch.blocks[0], *sparse, out, sparse_cache_.get());
+    else
+      layers_[l]->forward(batch.blocks[l], l == 0 ? *dense : (training ? hidden_[l - 1] : scratch),
+                          out, training);
     if (l + 1 == n) break;
     relu_forward(out);
     if (training && config_.dropout > 0.0f)
@@ -74,8 +92,14 @@ void gnn_model::backward(const Matrix& grad_logits, Matrix* grad_input) {
   const std::int32_t n = num_layers();
   Matrix grad = grad_logits;  // (num_dst of block l, out_dim of layer l)
   Matrix grad_src;
+  if (sparse_cache_ && grad_input)
+    throw std::logic_error("gnn_model::backward: no input gradient for sparse input rows");
   for (std::int32_t l = n - 1; l >= 0; --l) {
     const bool need_src = l > 0 || grad_input != nullptr;
+    if (l == 0 && sparse_cache_) {
+      sparse_layer_backward(*layers_[0], *sparse_cache_, grad);
+      break;
+    }
     layers_[l]->backward(batch_->blocks[l], grad, need_src ? &grad_src : nullptr);
     if (l == 0) break;
     // grad_src is d loss / d hidden_[l-1], the output after ReLU and dropout.

@@ -13,6 +13,9 @@
 
 namespace degnn {
 
+struct sparse_rows;
+struct sparse_layer_cache;
+
 enum class model_kind : std::int32_t { sage = 0, gcn = 1 };
 
 struct model_config {
@@ -36,6 +39,10 @@ class gnn_model {
   /// batch.blocks[0].src_nodes order. training: apply dropout (mask from dropout_seed) and keep
   /// the activations for backward(); the batch must then stay alive until backward() returns.
   Matrix forward(const sampled_batch& batch, const Matrix& input, bool training,
+                 std::uint64_t dropout_seed);
+  /// forward() on sparse input rows (model/sparse_input.hpp): the first layer runs on the
+  /// compressed rows. The backward of such a forward gives no grad_input (features are constants).
+  Matrix forward(const sampled_batch& batch, const sparse_rows& input, bool training,
                  std::uint64_t dropout_seed);
 
   /// Back-propagates grad_logits (num seeds, num_classes) of the last training forward and adds
@@ -65,6 +72,11 @@ class gnn_model {
   const sampled_batch* batch_ = nullptr;
   std::vector<Matrix> hidden_;
   std::vector<Matrix> masks_;
+  /// The first layer's cache of a training forward on sparse input (null after a dense one).
+  std::shared_ptr<sparse_layer_cache> sparse_cache_;
+
+  Matrix run(const sampled_batch& batch, const Matrix* dense, const sparse_rows* sparse,
+             bool training, std::uint64_t dropout_seed);
 };
 
 /// Seed of the dropout mask after layer `layer` for a forward with `dropout_seed`; pipelines

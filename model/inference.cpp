@@ -3,6 +3,7 @@
 #include "model/inference.hpp"
 
 #include "model/block_builder.hpp"
+#include "model/sparse_input.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -38,9 +39,13 @@ block full_neighbor_block(const csr_graph& g, std::span<const node_id> dst,
   return b;
 }
 
-Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const Matrix& features,
-                           node_id batch_nodes) {
-  if (features.rows() != g.num_nodes || features.cols() != model.config().in_dim)
+namespace {
+
+Matrix run_layers(const gnn_model& model, const csr_graph& g, const Matrix* dense,
+                  const sparse_rows* sparse, node_id batch_nodes) {
+  const Eigen::Index rows = dense ? dense->rows() : sparse->rows();
+  const Eigen::Index cols = dense ? dense->cols() : sparse->cols();
+  if (rows != g.num_nodes || cols != model.config().in_dim)
     throw std::invalid_argument("layerwise_inference: features are not (num_nodes, in_dim)");
   if (batch_nodes <= 0) throw std::invalid_argument("layerwise_inference: batch_nodes must be > 0");
   std::vector<std::int32_t> scratch(g.num_nodes, -1);
@@ -50,7 +55,7 @@ Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const Mat
   Matrix h_src, out;
   for (std::int32_t l = 0; l < model.num_layers(); ++l) {
     const gnn_layer& layer = model.layer(l);
-    const Matrix& h = l == 0 ? features : prev;
+    const Matrix& h = l == 0 && dense ? *dense : prev;
     next.resize(g.num_nodes, layer.out_dim());  // (num_nodes, out)
     const bool last = l + 1 == model.num_layers();
     for (node_id begin = 0; begin < g.num_nodes; begin += batch_nodes) {
@@ -58,17 +63,33 @@ Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const Mat
       dst.resize(end - begin);
       std::iota(dst.begin(), dst.end(), begin);
       const block b = full_neighbor_block(g, dst, scratch);
-      h_src.resize(b.num_src(), h.cols());  // (num_src, in)
+      if (l == 0 && sparse) {
+        sparse_layer_forward(layer, b, gather_rows(*sparse, b.src_nodes), out, nullptr);
+      } else {
+        h_src.resize(b.num_src(), h.cols());  // (num_src, in)
 #pragma omp parallel for schedule(static)
-      for (std::int32_t k = 0; k < b.num_src(); ++k)
-        h_src.row(k) = h.row(b.src_nodes[k]);
-      layer.apply(b, h_src, out, nullptr);  // (end - begin, out)
+        for (std::int32_t k = 0; k < b.num_src(); ++k)
+          h_src.row(k) = h.row(b.src_nodes[k]);
+        layer.apply(b, h_src, out, nullptr);  // (end - begin, out)
+      }
       if (!last) relu_forward(out);
       next.middleRows(begin, end - begin) = out;
     }
     std::swap(prev, next);
   }
   return prev;
+}
+
+}  // namespace
+
+Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const Matrix& features,
+                           node_id batch_nodes) {
+  return run_layers(model, g, &features, nullptr, batch_nodes);
+}
+
+Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const sparse_rows& features,
+                           node_id batch_nodes) {
+  return run_layers(model, g, nullptr, &features, batch_nodes);
 }
 
 double accuracy(const Matrix& logits, std::span<const std::int32_t> labels,

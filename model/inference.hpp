@@ -26,6 +26,9 @@ block full_neighbor_block(const csr_graph& g, std::span<const node_id> dst,
 /// width) activations plus one range's gathered source rows. ReLU between layers, no dropout.
 Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const Matrix& features,
                            node_id batch_nodes = 8192);
+/// The same on sparse input rows (model/sparse_input.hpp): the first layer runs on them.
+Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const sparse_rows& features,
+                           node_id batch_nodes = 8192);
 
 /// Fraction of `nodes` whose argmax logit equals labels[node]. logits is (num_nodes, C), one row
 /// per global node id; labels has one entry per node. Returns 0 for an empty list.

@@ -59,6 +59,16 @@ step_stats model_replica::train_step(const sampled_batch& batch, const Matrix& i
   return s;
 }
 
+step_stats model_replica::train_step(const sampled_batch& batch, const sparse_rows& inputs,
+                                     std::span<const std::int32_t> labels,
+                                     std::uint64_t dropout_seed) {
+  model_.zero_grad();
+  const Matrix logits = model_.forward(batch, inputs, true, dropout_seed);
+  const step_stats s = classification_loss(logits, labels, grad_logits_);
+  model_.backward(grad_logits_);
+  return s;
+}
+
 top_step model_replica::train_top_layer(std::span<const node_id> seeds, const Matrix& h_self,
                                         Matrix partial_sum, std::span<const std::int32_t> counts,
                                         std::span<const std::int32_t> labels,

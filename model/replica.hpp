@@ -52,6 +52,9 @@ class model_replica {
   /// over the seeds) in the replica.
   step_stats train_step(const sampled_batch& batch, const Matrix& inputs,
                         std::span<const std::int32_t> labels, std::uint64_t dropout_seed);
+  /// train_step on sparse input rows (model/sparse_input.hpp).
+  step_stats train_step(const sampled_batch& batch, const sparse_rows& inputs,
+                        std::span<const std::int32_t> labels, std::uint64_t dropout_seed);
 
   /// Decentralized pipeline, the batch owner's part of a step: the last layer of `seeds` from
   /// their own rows h_self (B, width) and the sum of every shard's partial neighbour sums

@@ -54,7 +54,10 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
       rec.sample_s += clock.seconds();  // waiting: the part of preparing not hidden by compute
       rec.prepare_s += p.prepare_s;
       clock.reset();
-      const step_stats st = replica.train_step(p.batch, p.x, p.labels, mix64(s.seed ^ mix64(step)));
+      const std::uint64_t dropout_seed = mix64(s.seed ^ mix64(step));
+      const step_stats st = d.sparse_features
+                                ? replica.train_step(p.batch, p.xs, p.labels, dropout_seed)
+                                : replica.train_step(p.batch, p.x, p.labels, dropout_seed);
       replica.apply_own_gradient();
       rec.compute_s += clock.seconds();
       loss_sum += st.loss_sum;
@@ -75,7 +78,9 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
                  {"other", std::max(0.0, rec.epoch_s - rec.sample_s - rec.compute_s)}};
     if (s.eval_every > 0 && ((epoch + 1) % s.eval_every == 0 || epoch + 1 == s.epochs)) {
       stopwatch clock;
-      const Matrix logits = layerwise_inference(replica.model(), d.graph, d.features);
+      const Matrix logits = d.sparse_features
+                                ? layerwise_inference(replica.model(), d.graph, *d.sparse_features)
+                                : layerwise_inference(replica.model(), d.graph, d.features);
       rec.evaluated = true;
       rec.eval_train_acc = accuracy(logits, d.labels, d.train);
       rec.valid_acc = accuracy(logits, d.labels, d.valid);

@@ -6,6 +6,7 @@
 #include "model/dataset.hpp"
 #include "model/feature_transform.hpp"
 #include "model/partition_store.hpp"
+#include "model/sparse_input.hpp"
 #include "runtime/cluster_trainer.hpp"
 #include "runtime/commands.hpp"
 #include "runtime/single_trainer.hpp"
@@ -39,9 +40,31 @@ int run_train(int argc, char** argv) {
     workers = meta.num_parts;
   }
   resolve_batch_size(s, workers);
-  dataset d = load_dataset(
-      s.data, {.use_cache = true, .cache_path = {}, .verbose = false, .cache_dir = s.cache_dir});
+  dataset d = load_dataset(s.data, {.use_cache = true,
+                                    .cache_path = {},
+                                    .verbose = false,
+                                    .cache_dir = s.cache_dir,
+                                    .sparse_features = s.sparse_features});
   apply_feature_transform(s.normalize_features, d.features);
+  if (d.sparse_features) {
+    if (s.normalize_features == "row") {
+      auto rows = std::make_shared<sparse_rows>(*d.sparse_features);
+      normalize_rows(*rows);
+      d.sparse_features = std::move(rows);
+    }
+    const double cells = static_cast<double>(d.num_nodes()) * d.num_features();
+    const auto nnz = static_cast<double>(d.sparse_features->m.nonZeros());
+    std::printf(
+        "features as compressed rows: %.2f%% of %lld x %d entries are non-zero (%.1f MB "
+        "instead of %.1f MB dense)\n",
+        100 * nnz / cells, static_cast<long long>(d.num_nodes()), d.num_features(),
+        (nnz * 8 + 4.0 * (d.num_nodes() + 1)) / 1e6, cells * 4 / 1e6);
+  } else if (s.pipeline == "single" && d.num_features() >= 1000 && density(d.features) <= 0.05) {
+    std::printf(
+        "note: %.2f%% of the %d feature columns are non-zero; --sparse-features trains "
+        "on compressed rows (faster, smaller)\n",
+        100 * density(d.features), d.num_features());
+  }
   std::printf(
       "%s: %d nodes, %lld in-edges, %d features, %d classes; %s pipeline, %d part%s, %s %d layers, "
       "fanouts",

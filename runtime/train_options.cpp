@@ -36,6 +36,10 @@ std::vector<option_spec> train_option_specs() {
       {"normalize-features", "none",
        "none, or row: divide each node's features by their sum (raw counts otherwise start the "
        "loss far above ln(classes))"},
+      {"sparse-features", "false",
+       "one process: keep the input features as compressed rows and run the first layer on them "
+       "(bag-of-words graphs: much faster and smaller when most entries are zero)",
+       true},
       {"seed", "1", "seed of initialisation, batching, sampling and dropout"},
       {"eval-every", "1",
        "evaluate (exact layer-wise inference) every N epochs, and after the last; 0 = never"},
@@ -109,6 +113,7 @@ train_settings read_train_settings(const option_set& opts) {
   s.model.weight_decay = static_cast<float>(opts.real("weight-decay", 0, 10));
   s.model.dropout = static_cast<float>(opts.real("dropout", 0, 0.99));
   s.normalize_features = opts.choice("normalize-features", {"none", "row"});
+  s.sparse_features = opts.flag("sparse-features");
   s.seed = static_cast<std::uint64_t>(opts.integer("seed", 0));
   s.model.seed = s.seed;
   s.fanouts = opts.int_list("fanouts");
@@ -165,6 +170,10 @@ train_settings read_train_settings(const option_set& opts) {
                            " applies to clusters only (this run's pipeline is single)");
       }
     }
+  }
+  if (s.sparse_features && s.pipeline != "single") {
+    throw config_error("--sparse-features applies to one process only (this run's pipeline is " +
+                       s.pipeline + "; clusters keep dense feature rows)");
   }
   if (!s.partitions.empty() && s.pipeline == "single") {
     throw config_error(

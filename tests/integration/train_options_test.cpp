@@ -50,6 +50,8 @@ TEST(TrainOptions, AnOptionTheRunWouldIgnoreIsAnErrorNamingIt) {
       {{"--partitions", parts, "--parts", "4"}, "--parts 4 but " + parts + " has 2 parts"},
       {{"--partitions", parts, "--partition-method", "random"},
        "--partition-method is not used with --partitions"},
+      {{"--data", cora, "--parts", "2", "--sparse-features"},
+       "--sparse-features applies to one process only (this run's pipeline is centralized"},
   };
   for (const auto& bad : cases) {
     std::vector<std::string> args = {"train", "--epochs", "1", "--no-progress"};
@@ -58,6 +60,33 @@ TEST(TrainOptions, AnOptionTheRunWouldIgnoreIsAnErrorNamingIt) {
     EXPECT_EQ(r.rc, 1) << r.out;
     EXPECT_NE(r.out.find(bad.message), std::string::npos) << r.out;
   }
+}
+
+// Compressed-row features train the same model as dense ones: the same losses up to float
+// rounding, and the run says how it holds them.
+TEST(TrainOptions, SparseFeaturesTrainAsDenseOnes) {
+  temp_dir dir("train-sparse");
+  auto losses = [&](bool sparse) {
+    std::vector<std::string> args = {
+        "train", "--data",        cora,          "--epochs",
+        "3",     "--no-progress", "--cache-dir", (dir.path / "cache").string()};
+    if (sparse) args.push_back("--sparse-features");
+    const outcome r = run_degnn(dir, args);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(sparse,
+              r.out.find("features as compressed rows: 1.27% of 2708 x 1433") != std::string::npos)
+        << r.out;
+    std::vector<double> out;
+    static const std::regex line(R"(epoch +\d+ +loss ([0-9.]+))");
+    for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it)
+      out.push_back(std::stod((*it)[1]));
+    return out;
+  };
+  const auto dense = losses(false), sparse = losses(true);
+  ASSERT_EQ(dense.size(), 3u);
+  ASSERT_EQ(sparse.size(), 3u);
+  for (size_t i = 0; i < dense.size(); ++i)
+    EXPECT_NEAR(sparse[i], dense[i], 1e-3 * dense[i]) << "epoch " << i + 1;
 }
 
 TEST(TrainOptions, APartitionSetNamesItsDatasetFolder) {
