@@ -49,24 +49,32 @@ model_replica::model_replica(const replica_config& c)
       model_(to_model_config(c), c.seed),
       adam_(adam_options{.lr = c.lr, .weight_decay = c.weight_decay}) {}
 
+namespace {
+
+// Dense or sparse input rows: the same step.
+template <class Inputs>
+step_stats train_batch(gnn_model& model, Matrix& grad_logits, const sampled_batch& batch,
+                       const Inputs& inputs, std::span<const std::int32_t> labels,
+                       std::uint64_t dropout_seed) {
+  model.zero_grad();
+  const Matrix logits = model.forward(batch, inputs, true, dropout_seed);
+  const step_stats s = classification_loss(logits, labels, grad_logits);
+  model.backward(grad_logits);
+  return s;
+}
+
+}  // namespace
+
 step_stats model_replica::train_step(const sampled_batch& batch, const Matrix& inputs,
                                      std::span<const std::int32_t> labels,
                                      std::uint64_t dropout_seed) {
-  model_.zero_grad();
-  const Matrix logits = model_.forward(batch, inputs, true, dropout_seed);
-  const step_stats s = classification_loss(logits, labels, grad_logits_);
-  model_.backward(grad_logits_);
-  return s;
+  return train_batch(model_, grad_logits_, batch, inputs, labels, dropout_seed);
 }
 
 step_stats model_replica::train_step(const sampled_batch& batch, const sparse_rows& inputs,
                                      std::span<const std::int32_t> labels,
                                      std::uint64_t dropout_seed) {
-  model_.zero_grad();
-  const Matrix logits = model_.forward(batch, inputs, true, dropout_seed);
-  const step_stats s = classification_loss(logits, labels, grad_logits_);
-  model_.backward(grad_logits_);
-  return s;
+  return train_batch(model_, grad_logits_, batch, inputs, labels, dropout_seed);
 }
 
 top_step model_replica::train_top_layer(std::span<const node_id> seeds, const Matrix& h_self,

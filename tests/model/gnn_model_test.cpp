@@ -16,16 +16,6 @@ using namespace degnn::testing;
 
 namespace {
 
-csr_graph random_graph(node_id n, int edges, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<node_id> src(edges), dst(edges);
-  for (int i = 0; i < edges; ++i) {
-    src[i] = static_cast<node_id>(rng() % n);
-    dst[i] = static_cast<node_id>(rng() % n);
-  }
-  return build_in_csr(n, src, dst);
-}
-
 struct model_case {
   model_kind kind;
   const char* name;

@@ -1,5 +1,6 @@
-// Test helpers for the layer/model tests: random blocks and a central finite-difference gradient
-// check that reports the largest difference relative to the gradient's scale.
+// Test helpers for the layer/model tests: random graphs and blocks, and a central
+// finite-difference gradient check that reports the largest difference relative to the
+// gradient's scale.
 #pragma once
 
 #include <algorithm>
@@ -10,9 +11,21 @@
 #include <vector>
 
 #include "model/block.hpp"
+#include "model/csr_graph.hpp"
 #include "model/tensor.hpp"
 
 namespace degnn::testing {
+
+/// A graph of n nodes and `edges` random in-edges (repeats and self loops allowed).
+inline csr_graph random_graph(node_id n, int edges, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<node_id> src(edges), dst(edges);
+  for (int i = 0; i < edges; ++i) {
+    src[i] = static_cast<node_id>(rng() % n);
+    dst[i] = static_cast<node_id>(rng() % n);
+  }
+  return build_in_csr(n, src, dst);
+}
 
 /// A random block: num_dst dst rows (the first num_dst of num_src sources), 0..max_fanout
 /// distinct sampled neighbours per row, full degrees >= sampled counts (some rows sampled, some

@@ -44,16 +44,6 @@ Eigen::MatrixXd add_bias(Eigen::MatrixXd m, const Matrix& b) {
   return m;
 }
 
-csr_graph random_graph(node_id n, int edges, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<node_id> src(edges), dst(edges);
-  for (int i = 0; i < edges; ++i) {
-    src[i] = static_cast<node_id>(rng() % n);
-    dst[i] = static_cast<node_id>(rng() % n);
-  }
-  return build_in_csr(n, src, dst);
-}
-
 }  // namespace
 
 TEST(FullNeighborBlock, PutsDestinationsFirstThenNeighboursInFirstSeenOrder) {

@@ -15,21 +15,13 @@
 #include "model/inference.hpp"
 #include "model/layers.hpp"
 #include "model/sampler.hpp"
+#include "tests/model/grad_check.hpp"
 #include "tests/model/temp_dir.hpp"
 
 using namespace degnn;
+using degnn::testing::random_graph;
 
 namespace {
-
-csr_graph random_graph(node_id n, int edges, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<node_id> src(edges), dst(edges);
-  for (int i = 0; i < edges; ++i) {
-    src[i] = static_cast<node_id>(rng() % n);
-    dst[i] = static_cast<node_id>(rng() % n);
-  }
-  return build_in_csr(n, src, dst);
-}
 
 /// Bag-of-words-like rows: about `fill` of the entries are small counts, the rest zero; some rows
 /// are all zero.
