@@ -59,11 +59,13 @@ int run_train(int argc, char** argv) {
         "instead of %.1f MB dense)\n",
         100 * nnz / cells, static_cast<long long>(d.num_nodes()), d.num_features(),
         (nnz * 8 + 4.0 * (d.num_nodes() + 1)) / 1e6, cells * 4 / 1e6);
-  } else if (s.pipeline == "single" && d.num_features() >= 1000 && density(d.features) <= 0.05) {
-    std::printf(
-        "note: %.2f%% of the %d feature columns are non-zero; --sparse-features trains "
-        "on compressed rows (faster, smaller)\n",
-        100 * density(d.features), d.num_features());
+  } else if (s.pipeline == "single" && d.num_features() >= 1000) {
+    if (const double kept = density(d.features); kept <= 0.05) {
+      std::printf(
+          "note: only %.2f%% of the feature values (%d columns) are non-zero; "
+          "--sparse-features trains on compressed rows (faster, smaller)\n",
+          100 * kept, d.num_features());
+    }
   }
   std::printf(
       "%s: %d nodes, %lld in-edges, %d features, %d classes; %s pipeline, %d part%s, %s %d layers, "
