@@ -2,6 +2,7 @@
 //   degnn train --data data/pubmed --model sage --layers 2 --fanouts 10,25 --hidden 128 --epochs 50
 //   degnn train --parts 4 --pipeline centralized ...
 #include <cstdio>
+#include <optional>
 
 #include "model/dataset.hpp"
 #include "model/feature_transform.hpp"
@@ -14,6 +15,20 @@
 
 namespace degnn {
 
+namespace {
+
+/// What a cluster on a partition set needs of its dataset (name, sizes), from the set's meta.
+dataset outline_of(const partition_meta& meta) {
+  dataset d;
+  d.name = meta.dataset_name;
+  d.graph.num_nodes = meta.num_nodes;
+  d.features = Matrix(0, meta.num_features);
+  d.num_classes = meta.num_classes;
+  return d;
+}
+
+}  // namespace
+
 int run_train(int argc, char** argv) {
   option_set opts("train",
                   "degnn train [--config-file=F] [--data DIR --model sage|gcn --epochs N ...]",
@@ -21,30 +36,36 @@ int run_train(int argc, char** argv) {
   if (!opts.parse(argc, argv, 0)) return 0;
   train_settings s = read_train_settings(opts);
   int workers = s.pipeline == "single" ? 1 : s.parts;
+  std::optional<partition_meta> meta;
   if (!s.partitions.empty()) {
     // The partition set names its dataset and its number of parts: --data and --parts may only
     // repeat them.
-    const partition_meta meta = load_partition_meta(s.partitions);
-    if (opts.given("parts") && s.parts != meta.num_parts) {
+    meta = load_partition_meta(s.partitions);
+    if (opts.given("parts") && s.parts != meta->num_parts) {
       throw config_error("--parts " + std::to_string(s.parts) + " but " + s.partitions + " has " +
-                         std::to_string(meta.num_parts) + " parts (leave --parts out)");
+                         std::to_string(meta->num_parts) + " parts (leave --parts out)");
     }
     if (!opts.given("data")) {
-      if (meta.source.empty()) {
+      if (meta->source.empty()) {
         throw config_error(s.partitions +
                            " does not record its dataset folder (made before "
                            "degnn partition recorded it): give --data");
       }
-      s.data = meta.source;
+      s.data = meta->source;
     }
-    workers = meta.num_parts;
+    workers = meta->num_parts;
   }
   resolve_batch_size(s, workers);
-  dataset d = load_dataset(s.data, {.use_cache = true,
-                                    .cache_path = {},
-                                    .verbose = false,
-                                    .cache_dir = s.cache_dir,
-                                    .sparse_features = s.sparse_features});
+  // A cluster on a partition set reads every part's rows from the set's files, as degnn node
+  // does, so the dataset itself is not loaded (it would be one more copy of every feature); an
+  // explicit --data is loaded, to be checked against the set.
+  dataset d = meta && !opts.given("data")
+                  ? outline_of(*meta)
+                  : load_dataset(s.data, {.use_cache = true,
+                                          .cache_path = {},
+                                          .verbose = false,
+                                          .cache_dir = s.cache_dir,
+                                          .sparse_features = s.sparse_features});
   apply_feature_transform(s.normalize_features, d.features);
   if (d.sparse_features) {
     if (s.normalize_features == "row") {
@@ -70,9 +91,9 @@ int run_train(int argc, char** argv) {
   std::printf(
       "%s: %d nodes, %lld in-edges, %d features, %d classes; %s pipeline, %d part%s, %s %d layers, "
       "fanouts",
-      d.name.c_str(), d.num_nodes(), static_cast<long long>(d.graph.num_edges()), d.num_features(),
-      d.num_classes, s.pipeline.c_str(),
-      s.partitions.empty() ? s.parts : load_partition_meta(s.partitions).num_parts, "(s)",
+      d.name.c_str(), d.num_nodes(),
+      static_cast<long long>(meta ? meta->num_edges : d.graph.num_edges()), d.num_features(),
+      d.num_classes, s.pipeline.c_str(), meta ? meta->num_parts : s.parts, "(s)",
       s.model.model.c_str(), s.model.num_layers);
   for (size_t i = 0; i < s.fanouts.size(); ++i)
     std::printf("%s%d", i ? "," : " ", s.fanouts[i]);

@@ -101,6 +101,37 @@ TEST(TrainOptions, APartitionSetNamesItsDatasetFolder) {
   EXPECT_NE(r.out.find("centralized pipeline, 2 part(s)"), std::string::npos) << r.out;
 }
 
+// A cluster on a partition set reads the set's files only, as degnn node does: the dataset it was
+// cut from is not loaded (a second copy of every feature), so it may even be gone. The same run
+// with the folder there gives the same losses.
+TEST(TrainOptions, APartitionSetTrainsWithoutItsDatasetFolder) {
+  temp_dir dir("train-outline");
+  const fs::path copy = dir.path / "cora";
+  fs::copy(cora, copy, fs::copy_options::recursive);
+  const auto parts = (dir.path / "cora-2").string();
+  ASSERT_EQ(
+      run_degnn(dir, {"partition", "--data", copy.string(), "--parts", "2", "--out", parts}).rc, 0);
+  const std::vector<std::string> train = {"train", "--partitions",  parts,          "--epochs",
+                                          "2",     "--no-progress", "--batch-size", "64"};
+  const outcome with = run_degnn(dir, train);
+  ASSERT_EQ(with.rc, 0) << with.out;
+  fs::remove_all(copy);
+  const outcome without = run_degnn(dir, train);
+  ASSERT_EQ(without.rc, 0) << without.out;
+  EXPECT_NE(without.out.find("cora: 2708 nodes, 10556 in-edges, 1433 features, 7 classes"),
+            std::string::npos)
+      << without.out;
+  static const std::regex loss(R"(epoch +\d+ +loss ([0-9.]+))");
+  auto losses = [](const std::string& out) {
+    std::vector<std::string> v;
+    for (std::sregex_iterator it(out.begin(), out.end(), loss), end; it != end; ++it)
+      v.push_back((*it)[1]);
+    return v;
+  };
+  EXPECT_EQ(losses(without.out), losses(with.out));
+  EXPECT_EQ(losses(with.out).size(), 2u);
+}
+
 namespace {
 
 // Every metrics line's epoch_s and the sum of its split, and the overlapped part.
