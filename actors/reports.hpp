@@ -14,8 +14,8 @@
 
 namespace degnn {
 
-/// Messages waiting in an actor's mailbox: when it answered the report, and the most seen when
-/// it began serving a request (sampled there, since the actor started).
+/// Messages waiting in an actor's mailbox (requests, replies and timeouts alike): when it answered
+/// the report, and the most seen when it began serving a request (sampled there, since start).
 struct mailbox_counts {
   std::uint64_t now = 0;
   std::uint64_t peak = 0;

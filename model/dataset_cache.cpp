@@ -50,13 +50,15 @@ void read_array(std::ifstream& in, checksum64& sum, T* data, size_t count, const
 // so the dense matrix is never whole in memory.
 void read_sparse_features(std::ifstream& in, checksum64& sum, std::int64_t rows, std::int64_t cols,
                           const fs::path& file, dataset& d) {
-  constexpr std::int64_t kChunk = 4096;  // rows; a whole chunk is a multiple of 8 bytes, so the
-                                         // checksum sees the same words as one read
+  // About 16 MiB of rows at a time, an even number of them: a whole chunk is then a multiple of
+  // 8 bytes, so the checksum sees the same words as one read of the whole array.
+  const std::int64_t chunk_rows =
+      std::max<std::int64_t>(2, (std::int64_t{1} << 22) / std::max<std::int64_t>(cols, 1)) & ~1;
   std::vector<std::int32_t> outer{0}, inner;
   std::vector<float> values;
   Matrix chunk;
-  for (std::int64_t first = 0; first < rows; first += kChunk) {
-    chunk.resize(std::min(kChunk, rows - first), cols);
+  for (std::int64_t first = 0; first < rows; first += chunk_rows) {
+    chunk.resize(std::min(chunk_rows, rows - first), cols);
     read_array(in, sum, chunk.data(), static_cast<size_t>(chunk.size()), file);
     for (Eigen::Index r = 0; r < chunk.rows(); ++r) {
       for (Eigen::Index c = 0; c < cols; ++c) {

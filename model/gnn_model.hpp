@@ -41,7 +41,8 @@ class gnn_model {
   Matrix forward(const sampled_batch& batch, const Matrix& input, bool training,
                  std::uint64_t dropout_seed);
   /// forward() on sparse input rows (model/sparse_input.hpp): the first layer runs on the
-  /// compressed rows. The backward of such a forward gives no grad_input (features are constants).
+  /// compressed rows. A backward of such a forward asked for grad_input throws std::logic_error
+  /// (features are constants).
   Matrix forward(const sampled_batch& batch, const sparse_rows& input, bool training,
                  std::uint64_t dropout_seed);
 

@@ -89,13 +89,14 @@ Matrix to_dense(const sparse_rows& x) {
 }
 
 void normalize_rows(sparse_rows& x) {
+  // In float, summed in row order, as normalize_rows_l1 does on dense rows (zeros add nothing).
   for (Eigen::Index r = 0; r < x.m.outerSize(); ++r) {
-    double sum = 0;
+    float sum = 0;
     for (decltype(x.m)::InnerIterator it(x.m, r); it; ++it)
       sum += std::abs(it.value());
-    if (sum == 0) continue;
-    for (decltype(x.m)::InnerIterator it(x.m, r); it; ++it)
-      it.valueRef() = static_cast<float>(it.value() / sum);
+    if (sum > 0)
+      for (decltype(x.m)::InnerIterator it(x.m, r); it; ++it)
+        it.valueRef() /= sum;
   }
 }
 

@@ -1,6 +1,7 @@
 // Sparse input features (bag-of-words graphs: thousands of columns, a few non-zeros a row) and
-// the first layer on them: the layer's products run on the compressed rows, so neither the dense
-// (nodes x features) matrix nor a dense batch of input rows is ever made.
+// the first layer on them: the layer's products run on the compressed rows, so training makes no
+// dense batch of input rows and keeps no dense (nodes x features) matrix (only a first load from
+// CSV, before the cache exists, parses dense rows once).
 #pragma once
 
 #include <Eigen/SparseCore>

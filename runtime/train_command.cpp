@@ -17,11 +17,14 @@ namespace degnn {
 
 namespace {
 
-/// What a cluster on a partition set needs of its dataset (name, sizes), from the set's meta.
+/// What a cluster on a partition set needs of its dataset (name, sizes), from the set's meta:
+/// a graph with no edges, features with no rows, no labels (the parts hold all of them).
 dataset outline_of(const partition_meta& meta) {
   dataset d;
   d.name = meta.dataset_name;
   d.graph.num_nodes = meta.num_nodes;
+  d.graph.indptr.assign(static_cast<size_t>(meta.num_nodes) + 1,
+                        0);  // no edges: the parts hold them
   d.features = Matrix(0, meta.num_features);
   d.num_classes = meta.num_classes;
   return d;
@@ -45,14 +48,9 @@ int run_train(int argc, char** argv) {
       throw config_error("--parts " + std::to_string(s.parts) + " but " + s.partitions + " has " +
                          std::to_string(meta->num_parts) + " parts (leave --parts out)");
     }
-    if (!opts.given("data")) {
-      if (meta->source.empty()) {
-        throw config_error(s.partitions +
-                           " does not record its dataset folder (made before "
-                           "degnn partition recorded it): give --data");
-      }
-      s.data = meta->source;
-    }
+    // Without --data the dataset is not read (outline_of below), so even a set that does not
+    // record its folder needs none.
+    if (!opts.given("data")) s.data = meta->source;
     workers = meta->num_parts;
   }
   resolve_batch_size(s, workers);

@@ -14,7 +14,7 @@ bin=${DEGNN_BUILD_DIR:-build}/runtime/degnn
 data=data/$name
 [ -d "$data" ] || data=../shared/datasets/$name
 [ -d "$data" ] || { echo "no dataset $name (data/$name or ../shared/datasets/$name)" >&2; exit 2; }
-command -v /usr/bin/time >/dev/null || { apt-get install -y -qq time >/dev/null; }
+[ -x /usr/bin/time ] || { echo "needs /usr/bin/time (Debian package time: apt-get install time)" >&2; exit 2; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$bin" info --data "$data" >/dev/null  # the first load writes the cache outside the timings

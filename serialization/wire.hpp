@@ -13,7 +13,9 @@
 
 namespace degnn::wire {
 
-inline constexpr std::uint16_t kProtocolVersion = 1;
+/// Every message carries it, and nodes compare it at the greeting: 2 since actors' counter
+/// reports end with their mailbox counts.
+inline constexpr std::uint16_t kProtocolVersion = 2;
 
 class wire_error : public std::runtime_error {
  public:

@@ -102,8 +102,8 @@ TEST(TrainOptions, APartitionSetNamesItsDatasetFolder) {
 }
 
 // A cluster on a partition set reads the set's files only, as degnn node does: the dataset it was
-// cut from is not loaded (a second copy of every feature), so it may even be gone. The same run
-// with the folder there gives the same losses.
+// cut from is not loaded (a second copy of every feature), so it may even be gone. The run that
+// loads it (an explicit --data) gives the same losses.
 TEST(TrainOptions, APartitionSetTrainsWithoutItsDatasetFolder) {
   temp_dir dir("train-outline");
   const fs::path copy = dir.path / "cora";
@@ -113,7 +113,9 @@ TEST(TrainOptions, APartitionSetTrainsWithoutItsDatasetFolder) {
       run_degnn(dir, {"partition", "--data", copy.string(), "--parts", "2", "--out", parts}).rc, 0);
   const std::vector<std::string> train = {"train", "--partitions",  parts,          "--epochs",
                                           "2",     "--no-progress", "--batch-size", "64"};
-  const outcome with = run_degnn(dir, train);
+  std::vector<std::string> loading = train;
+  loading.insert(loading.end(), {"--data", copy.string()});
+  const outcome with = run_degnn(dir, loading);
   ASSERT_EQ(with.rc, 0) << with.out;
   fs::remove_all(copy);
   const outcome without = run_degnn(dir, train);

@@ -147,13 +147,14 @@ TEST(SparseInput, MakeFeaturesSparseKeepsTheWidthAndRefusesAWrongShape) {
 }
 
 // The cache keeps dense rows; read with sparse_features it gives the same rows, compressed, a chunk
-// at a time (5001 rows of 3: two chunks, the last one not a whole number of checksum words).
+// at a time (5001 rows of 2001 columns: chunks of 2096 rows, the last one of 809 rows not a whole
+// number of checksum words).
 TEST(SparseInput, ACacheReadIntoCompressedRowsHoldsTheSameRowsAndIsChecked) {
   degnn::testing::temp_dir t("sparse-cache");
   dataset d;
   d.name = "wordy";
   d.graph = random_graph(5001, 9000, 8);
-  d.features = wordy(5001, 3, 0.3, 9);
+  d.features = wordy(5001, 2001, 0.01, 9);
   d.labels.assign(5001, 1);
   d.num_classes = 2;
   d.train = {0, 1};
@@ -165,7 +166,7 @@ TEST(SparseInput, ACacheReadIntoCompressedRowsHoldsTheSameRowsAndIsChecked) {
   ASSERT_TRUE(read_dataset_cache(file, 42, s, true));
   ASSERT_TRUE(s.sparse_features);
   EXPECT_EQ(s.features.rows(), 0);
-  EXPECT_EQ(s.num_features(), 3);
+  EXPECT_EQ(s.num_features(), 2001);
   EXPECT_EQ(to_dense(*s.sparse_features), d.features);
   EXPECT_EQ(s.labels, d.labels);
   // A compressed dataset is never written as a (dense) cache.
