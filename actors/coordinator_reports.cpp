@@ -90,7 +90,8 @@ void add_counts(cluster_traffic& t, const std::vector<std::uint64_t>& counts) {
     for (size_t k = 0; k < r.stage_us.size(); ++k)
       t.stage_us[k] += r.stage_us[k];
   }
-  t.rejected += t.sent.add_report(r.traffic);
+  t.sent += r.sent;
+  t.rejected += r.rejected;
 }
 
 void report(self_ptr self, caf::typed_response_promise<cluster_report> rp, fail_fn fail) {

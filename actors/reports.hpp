@@ -49,7 +49,8 @@ inline void note_mailbox(mailbox_counts& m, std::size_t queued) {
 
 /// One actor's report split back into its parts.
 struct parsed_report {
-  std::vector<std::uint64_t> traffic;  ///< wire::traffic::add_report's layout
+  wire::traffic sent;
+  std::uint64_t rejected = 0;
   std::optional<compute_counters> work;
   std::array<std::uint64_t, kNumStages> stage_us{};
   mailbox_counts mailbox;
@@ -64,7 +65,7 @@ inline parsed_report parse_report(const std::vector<std::uint64_t>& counts) {
     throw std::invalid_argument("an actor's report has " + std::to_string(counts.size()) +
                                 " counts, which is no report layout");
   parsed_report r;
-  r.traffic.assign(counts.begin(), counts.begin() + traffic_size);
+  r.rejected = r.sent.add_report({counts.begin(), counts.begin() + traffic_size});
   if (worker) {
     r.work =
         compute_counters::from_list({counts.begin() + traffic_size, counts.begin() + work_end});

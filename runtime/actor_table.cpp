@@ -10,17 +10,16 @@ namespace degnn {
 std::string actor_table_json(const cluster_report& now, const cluster_report* before,
                              double seconds, std::size_t parts) {
   static const char* roles[] = {"batch actor", "shard", "embedding store"};
-  auto messages_of = [](const std::vector<std::uint64_t>& traffic) {
+  auto messages_of = [](const wire::traffic& sent) {
     std::uint64_t n = 0;
-    for (int k = 0; k < wire::kNumKinds; ++k)
-      n += traffic[static_cast<size_t>(wire::kNumKinds + k)];
+    for (auto m : sent.messages)
+      n += m;
     return n;
   };
   nlohmann::json table = nlohmann::json::array();
   for (size_t i = 0; i < now.per_actor.size(); ++i) {
     const parsed_report r = parse_report(now.per_actor[i]);
-    wire::traffic sent;
-    const std::uint64_t rejected = sent.add_report(r.traffic);
+    const wire::traffic& sent = r.sent;
     nlohmann::json by_kind = nlohmann::json::object();
     for (int k = 1; k < wire::kNumKinds; ++k)
       if (sent.bytes[static_cast<size_t>(k)])
@@ -28,14 +27,14 @@ std::string actor_table_json(const cluster_report& now, const cluster_report* be
     nlohmann::json row{{"role", roles[std::min<size_t>(2, i / std::max<size_t>(1, parts))]},
                        {"partition", parts ? i % parts : 0},
                        {"bytes_sent", sent.total_bytes()},
-                       {"messages_sent", messages_of(r.traffic)},
+                       {"messages_sent", messages_of(sent)},
                        {"bytes_by_kind", by_kind},
-                       {"rejected", rejected},
+                       {"rejected", r.rejected},
                        {"mailbox", r.mailbox.now},
                        {"mailbox_peak", r.mailbox.peak}};
     if (before && i < before->per_actor.size() && seconds > 0) {
-      const std::uint64_t was = messages_of(parse_report(before->per_actor[i]).traffic);
-      const std::uint64_t is = messages_of(r.traffic);
+      const std::uint64_t was = messages_of(parse_report(before->per_actor[i]).sent);
+      const std::uint64_t is = messages_of(sent);
       row["messages_per_s"] = static_cast<double>(is >= was ? is - was : 0) / seconds;
     }
     if (r.work) {

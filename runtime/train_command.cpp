@@ -23,8 +23,7 @@ dataset outline_of(const partition_meta& meta) {
   dataset d;
   d.name = meta.dataset_name;
   d.graph.num_nodes = meta.num_nodes;
-  d.graph.indptr.assign(static_cast<size_t>(meta.num_nodes) + 1,
-                        0);  // no edges: the parts hold them
+  d.graph.indptr.assign(static_cast<size_t>(meta.num_nodes) + 1, 0);
   d.features = Matrix(0, meta.num_features);
   d.num_classes = meta.num_classes;
   return d;
