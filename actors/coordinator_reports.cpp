@@ -9,22 +9,28 @@ namespace degnn::coordinator_detail {
 
 // -- evaluation and history --
 
-void evaluate_layers(self_ptr self, int layer, int layers, std::uint64_t step,
+// Layers `layer` to `last` of a layer-wise inference pass; an evaluation runs to the model's
+// last layer and sums the accuracy counts, the history set-up (setup) stops at its top level.
+void evaluate_layers(self_ptr self, int layer, int last, bool setup, std::uint64_t step,
                      std::function<void(const eval_result&)> done, fail_fn fail) {
   auto& st = self->state;
-  enter(st, coordinator_phase::evaluating);
+  enter(st, setup ? coordinator_phase::history : coordinator_phase::evaluating);
+  wire::control c{.h = {step, 0},
+                  .what = wire::control_kind::evaluate,
+                  .epoch = static_cast<std::uint32_t>(layer)};
+  if (setup) c.counts = {1};
   all(
-      self, st.shards, eval_atom_v,
-      control_messages(st, {.h = {step, 0},
-                            .what = wire::control_kind::evaluate,
-                            .epoch = static_cast<std::uint32_t>(layer)}),
-      "evaluate",
-      [self, layer, layers, step, done, fail](std::vector<wire_message>& replies) {
-        if (layer < layers) {
-          evaluate_layers(self, layer + 1, layers, step, done, fail);
+      self, st.shards, eval_atom_v, control_messages(st, c), setup ? "history set-up" : "evaluate",
+      [self, layer, last, setup, step, done, fail](std::vector<wire_message>& replies) {
+        if (layer < last) {
+          evaluate_layers(self, layer + 1, last, setup, step, done, fail);
           return;
         }
         eval_result result;
+        if (setup) {
+          done(result);
+          return;
+        }
         for (const auto& m : replies) {
           const auto r = wire::decode_control(self->state.ctx, m.bytes);
           if (r.counts.size() != 6) {
@@ -46,36 +52,47 @@ void evaluate(self_ptr self, int layers, std::uint64_t step,
   // Evaluate the weights every step so far produced.
   finish_steps(
       self,
-      [self, layers, step, done, fail] { evaluate_layers(self, 1, layers, step, done, fail); },
+      [self, layers, step, done, fail] {
+        evaluate_layers(self, 1, layers, false, step, done, fail);
+      },
       fail);
 }
 
 void init_history(self_ptr self, caf::typed_response_promise<bool> rp, fail_fn fail, int layers,
                   std::uint64_t step) {
-  evaluate(
-      self, layers, step,
-      [self, rp, fail, step](const eval_result&) mutable {
-        auto& st = self->state;
-        enter(st, coordinator_phase::history);
-        all(
-            self, st.shards, init_hist_atom_v,
-            control_messages(st, {.h = {step, 0}, .what = wire::control_kind::init_history}),
-            "init history",
-            [self, rp, fail, step](std::vector<wire_message>&) mutable {
-              // Halo features (once: they never change) and the initial history, before the
-              // first step.
-              auto& st = self->state;
-              all(
-                  self, st.shards, refresh_atom_v,
-                  control_messages(st, {.h = {step, 0}, .what = wire::control_kind::refresh}),
-                  "halo refresh",
-                  [self, rp](std::vector<wire_message>&) mutable {
-                    rp.deliver(true);
-                    command_done(self);
-                  },
-                  fail);
-            },
-            fail);
+  // Only the levels the history keeps, h^(1) .. h^(layers - 2), are computed: the layers above
+  // them are the pushes' and the batch owners' in every step.
+  auto put_and_pull = [self, rp, fail, step](const eval_result&) mutable {
+    auto& st = self->state;
+    enter(st, coordinator_phase::history);
+    all(
+        self, st.shards, init_hist_atom_v,
+        control_messages(st, {.h = {step, 0}, .what = wire::control_kind::init_history}),
+        "init history",
+        [self, rp, fail, step](std::vector<wire_message>&) mutable {
+          // The initial history rows, and the halo's features where the set-up brought none
+          // and steps do not pull them on first use.
+          auto& st = self->state;
+          all(
+              self, st.shards, refresh_atom_v,
+              control_messages(st, {.h = {step, 0}, .what = wire::control_kind::refresh}),
+              "halo refresh",
+              [self, rp](std::vector<wire_message>&) mutable {
+                rp.deliver(true);
+                command_done(self);
+              },
+              fail);
+        },
+        fail);
+  };
+  const int last = layers - 2;
+  finish_steps(
+      self,
+      [self, last, step, put_and_pull, fail]() mutable {
+        if (last >= 1)
+          evaluate_layers(self, 1, last, true, step, put_and_pull, fail);
+        else
+          put_and_pull(eval_result{});
       },
       fail);
 }

@@ -69,7 +69,8 @@ struct shard_state {
   std::vector<Matrix> eval_h;         ///< eval_h[l]: h^(l) of the owned nodes, l >= 1
   // -- decentralized pipeline --
   halo_cache halo;                    ///< rows of remote leaves: features, then history levels
-  bool halo_features_loaded = false;  ///< level 0 is pulled once: features never change
+  bool halo_features_loaded = false;  ///< every halo feature row is held (they never change)
+  bool history_ready = false;         ///< the set-up is done: steps commit history from now on
   std::map<std::uint64_t, served_step> served;  ///< by step
   /// Set when the store refused a history commit: the history is then not the step's, so every
   /// later decentralized request of this shard fails with this cause.

@@ -46,14 +46,22 @@ caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) 
   if (layer > 1 && st.eval_h.size() < static_cast<size_t>(layer))
     return as_error(st, actor_errc::rejected, "evaluate: layers out of order");
   const auto& part = *st.part;
+  // A layer of the history set-up keeps its first layer's halo rows, the halo's features,
+  // which steps read; above them a quantized set-up asks for rows at the history's bits.
+  const bool setup = c.counts.size() == 1 && c.counts[0] == 1 && st.settings.decentralized;
+  const bool keep_features = setup && layer == 1;
+  const bool quantized = setup && layer > 1 && st.settings.setup == history_setup::quantized;
+  const auto bits = static_cast<std::uint8_t>(quantized ? st.settings.history_bits : 32);
   owner_groups groups = group_by_owner(*st.book, part.halo, part.part);
   std::vector<wire_request<shard_actor, halo_atom>> requests;
   std::vector<std::vector<size_t>> positions;
   for (size_t r = 0; r < groups.owners.size(); ++r) {
     const int owner = groups.owners[r];
     auto& pos = groups.positions[r];
-    wire::row_request req{
-        .h = {c.h.step, part.part}, .layer = static_cast<std::uint8_t>(layer - 1), .nodes = {}};
+    wire::row_request req{.h = {c.h.step, part.part},
+                          .layer = static_cast<std::uint8_t>(layer - 1),
+                          .nodes = {},
+                          .bits = bits};
     for (size_t i : pos)
       req.nodes.push_back(part.halo[i]);
     auto msg = pack(wire::kind::halo_request, wire::encode(st.ctx, req, wire::kind::halo_request));
@@ -64,7 +72,7 @@ caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) 
   auto rp = self->make_response_promise<wire_message>();
   gather(
       self, halo_atom_v, std::move(requests), st.settings.timeout,
-      [self, rp, layer, step = c.h.step,
+      [self, rp, layer, keep_features, bits, step = c.h.step,
        positions = std::move(positions)](std::vector<wire_message>& replies) mutable {
         auto& st = self->state;
         const auto& part = *st.part;
@@ -75,7 +83,7 @@ caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) 
           Matrix h_src(static_cast<Eigen::Index>(b.src_nodes.size()), own.cols());
           h_src.topRows(n) = own;
           for (size_t r = 0; r < replies.size(); ++r) {
-            const auto res = wire::decode_row_block(st.ctx, replies[r].bytes);
+            const auto res = wire::decode_row_block(st.ctx, replies[r].bytes, bits);
             if (static_cast<size_t>(res.rows.rows()) != positions[r].size() ||
                 res.rows.cols() != own.cols() || res.degrees.size() != positions[r].size()) {
               throw wire::wire_error("halo_response has the wrong shape");
@@ -85,6 +93,13 @@ caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) 
                   res.rows.row(static_cast<Eigen::Index>(k));
               b.src_degree[n + positions[r][k]] = res.degrees[k];
             }
+          }
+          if (keep_features && !st.halo_features_loaded) {
+            ensure_halo_levels(st);
+            const auto halo = static_cast<Eigen::Index>(part.halo.size());
+            const std::vector<std::uint64_t> versions(part.halo.size(), 0);
+            st.halo.store(0, part.halo, part.halo, versions, h_src.bottomRows(halo), step);
+            st.halo_features_loaded = true;
           }
           if (st.eval_h.size() <= static_cast<size_t>(layer))
             st.eval_h.resize(static_cast<size_t>(layer) + 1);
@@ -127,6 +142,7 @@ wire_message serve_halo(shard_state& st, const wire_message& m) {
   const Matrix& rows = layer_rows(st, req.layer);
   wire::row_block res;
   res.h = {req.h.step, st.part->part};
+  res.bits = req.bits;
   const auto local = st.book->owned_local_ids(req.nodes, st.part->part, "halo_request");
   res.rows.resize(static_cast<Eigen::Index>(req.nodes.size()), rows.cols());
   for (size_t i = 0; i < req.nodes.size(); ++i) {

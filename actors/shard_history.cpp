@@ -13,6 +13,13 @@ Eigen::Index level_width(const shard_state& st, int level) {
   return level == 0 ? st.part->features.cols() : st.replica->model().layer(level - 1).out_dim();
 }
 
+void ensure_halo_levels(shard_state& st) {
+  std::vector<Eigen::Index> widths;
+  for (int k = 0; k < std::max(st.settings.top_level(), 1); ++k)
+    widths.push_back(level_width(st, k));
+  st.halo.ensure_levels(widths);
+}
+
 // Stores an owner's answer to `ask` in the halo cache; returns the number of rows received.
 size_t store_answer(shard_state& st, const wire::embedding_get& ask,
                     const wire::embedding_rows& rows, std::uint64_t step) {
@@ -100,32 +107,24 @@ void commit_history(self_ptr self, std::vector<history_commit> puts) {
 caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
   auto& st = self->state;
   const auto& part = *st.part;
-  const int top = st.settings.top_level();
-  std::vector<Eigen::Index> widths;
-  for (int k = 0; k < std::max(top, 1); ++k)
-    widths.push_back(level_width(st, k));
-  st.halo.ensure_levels(widths);
-  const owner_groups groups = group_by_owner(*st.book, part.halo, part.part);
+  ensure_halo_levels(st);
+  // The halo's features, unless the set-up pass brought them with its first layer. No history
+  // rows: a step pulls the rows it reads that it never received, so rows no step reads never
+  // travel.
   std::vector<wire_request<store_actor, get_atom>> requests;
   std::vector<wire::embedding_get> asks;
   std::vector<int> owners;  ///< per request
-  for (int level = st.halo_features_loaded ? 1 : 0; level < top; ++level) {
-    for (size_t r = 0; r < groups.owners.size(); ++r) {
-      const int q = groups.owners[r];
-      const auto& pos = groups.positions[r];
-      // Features never change; history rows come back only when newer than the held version.
-      wire::embedding_get req{.h = {c.h.step, part.part},
-                              .layer = static_cast<std::uint8_t>(level)};
-      for (size_t i : pos) {
-        req.nodes.push_back(part.halo[i]);
-        if (level > 0) req.held.push_back(st.halo.version(level, i));
-      }
-      auto msg = pack(wire::kind::embedding_get, wire::encode(st.ctx, req));
-      count(st, q, msg);
-      requests.push_back({st.stores[static_cast<size_t>(q)], std::move(msg), static_cast<int>(q)});
-      asks.push_back(std::move(req));
-      owners.push_back(q);
-    }
+  const owner_groups groups = group_by_owner(*st.book, part.halo, part.part);
+  for (size_t r = 0; r < groups.owners.size() && !st.halo_features_loaded; ++r) {
+    const int q = groups.owners[r];
+    wire::embedding_get req{.h = {c.h.step, part.part}, .layer = 0};
+    for (size_t i : groups.positions[r])
+      req.nodes.push_back(part.halo[i]);
+    auto msg = pack(wire::kind::embedding_get, wire::encode(st.ctx, req));
+    count(st, q, msg);
+    requests.push_back({st.stores[static_cast<size_t>(q)], std::move(msg), static_cast<int>(q)});
+    asks.push_back(std::move(req));
+    owners.push_back(q);
   }
   auto rp = self->make_response_promise<wire_message>();
   gather(
@@ -137,6 +136,7 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
           for (size_t r = 0; r < replies.size(); ++r)
             store_answer(st, asks[r], wire::decode_embedding_rows(st.ctx, replies[r].bytes), step);
           st.halo_features_loaded = true;
+          st.history_ready = true;
           auto msg = result_message(st, step);
           count(st, kCoordinatorPart, msg);
           rp.deliver(std::move(msg));

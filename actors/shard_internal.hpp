@@ -47,6 +47,8 @@ wire_message serve_gradient_return(shard_state& st, const wire_message& m);
 caf::result<wire_message> gradient_phase(self_ptr self, const wire::control& c);
 /// Width of a level's rows as this replica computes them (level 0: the features).
 Eigen::Index level_width(const shard_state& st, int level);
+/// Makes the halo cache hold levels 0 (features) to the history's top level.
+void ensure_halo_levels(shard_state& st);
 /// Stores an owner's answer to `ask` in the halo cache; returns the number of rows received.
 /// Throws wire::wire_error (or std::invalid_argument) for an answer that does not fit the ask.
 size_t store_answer(shard_state& st, const wire::embedding_get& ask,

@@ -112,12 +112,11 @@ void compute_step(self_ptr self, std::uint64_t step) {
       s.graphs.push_back(expand_local(part, *st.book, targets, top, st.settings.fanouts,
                                       st.settings.seed, step, st.scratch, st.settings.local_bias));
     }
-    // Level 0 leaves read features (pulled once); higher levels read history, pulled when the
-    // cached row was last confirmed `staleness` or more steps ago.
-    for (const auto& cg : s.graphs) {
-      if (!cg.remote_leaves.empty() && !cg.remote_leaves[0].empty() && !st.halo_features_loaded)
-        throw wire::wire_error("halo features not loaded (history not initialised)");
-    }
+    // Level 0 leaves read features, which the set-up brought; higher levels read history,
+    // pulled when the cached row was never received or last confirmed `staleness` or more steps
+    // ago.
+    if (!st.history_ready || !st.halo_features_loaded)
+      throw wire::wire_error("a step before the history set-up");
     std::map<std::pair<int, int>, wire::embedding_get> gets;  // (owner, level)
     std::vector<std::vector<char>> asked(static_cast<size_t>(std::max(top, 1)));
     for (const auto& cg : s.graphs) {
@@ -351,7 +350,7 @@ caf::result<wire_message> gradient_phase(self_ptr self, const wire::control& c) 
       throw;
     }
     st.served.erase(st.served.begin());
-    if (!st.halo_features_loaded) continue;  // history is kept from its initialisation on
+    if (!st.history_ready) continue;  // history is kept from its initialisation on
     for (auto& rows : history)
       puts.push_back(std::move(rows));
   }

@@ -25,6 +25,14 @@ struct replica_start {
   adam_state optimizer;
 };
 
+/// How the decentralized history is set up before the first step (DESIGN.md section 2): a
+/// layer-wise inference pass of the history's levels, whose first layer brings the halo's
+/// features (exact: steps read them).
+enum class history_setup : std::uint8_t {
+  exact,      ///< the hidden layers' halo rows exact (float32)
+  quantized,  ///< the hidden layers' halo rows quantized at the history's bits
+};
+
 struct worker_settings {
   bool decentralized = false;        ///< computation push (DEGNN) instead of pulling (DistDGL)
   std::vector<int> fanouts{10, 25};  ///< seed-first
@@ -32,6 +40,7 @@ struct worker_settings {
   std::uint64_t seed = 1;                    ///< sampling, batching and dropout
   std::chrono::milliseconds timeout{60000};  ///< every request's limit
   int history_bits = 8;                      ///< 32 (off), 16, 8, 4 or 2 bits per historical value
+  history_setup setup = history_setup::exact;
   bool stochastic_rounding = false;
   /// A halo row used at step t was confirmed current by its owner at a step > t - staleness.
   int staleness = 1;

@@ -57,6 +57,7 @@ cluster_identity identity_of(const train_settings& s, const partition_meta& meta
       {"max_batches", std::to_string(s.max_batches)},
       {"eval_every", std::to_string(s.eval_every)},
       {"history_bits", std::to_string(s.history_bits)},
+      {"history_setup", s.history_setup},
       {"staleness", std::to_string(s.staleness)},
       {"fusion", std::to_string(s.fusion)},
       {"stochastic_rounding", s.stochastic_rounding ? "true" : "false"},

@@ -40,19 +40,21 @@ std::uint64_t checkpoint_run_id_for(const train_settings& s, const std::string& 
 }
 
 worker_settings make_worker_settings(const train_settings& s) {
-  return worker_settings{.decentralized = s.pipeline == "decentralized",
-                         .fanouts = s.fanouts,
-                         .batch_size = s.batch_size,
-                         .seed = s.seed,
-                         .timeout = std::chrono::milliseconds(1000LL * s.timeout_s),
-                         .history_bits = s.history_bits,
-                         .stochastic_rounding = s.stochastic_rounding,
-                         .staleness = s.staleness,
-                         .fusion = s.fusion,
-                         .local_bias = s.local_bias,
-                         .trace = !s.trace.empty(),
-                         .checkpoint_dir = s.checkpoint_dir,
-                         .faults = s.faults};
+  return worker_settings{
+      .decentralized = s.pipeline == "decentralized",
+      .fanouts = s.fanouts,
+      .batch_size = s.batch_size,
+      .seed = s.seed,
+      .timeout = std::chrono::milliseconds(1000LL * s.timeout_s),
+      .history_bits = s.history_bits,
+      .setup = s.history_setup == "quantized" ? history_setup::quantized : history_setup::exact,
+      .stochastic_rounding = s.stochastic_rounding,
+      .staleness = s.staleness,
+      .fusion = s.fusion,
+      .local_bias = s.local_bias,
+      .trace = !s.trace.empty(),
+      .checkpoint_dir = s.checkpoint_dir,
+      .faults = s.faults};
 }
 
 cluster_result drive_training(coordinator& coord, const train_settings& s, const replica_config& rc,
@@ -66,14 +68,18 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
   }
   const bool decentralized = s.pipeline == "decentralized";
   if (decentralized) {
-    // History starts exact: one layer-wise inference pass before the first step (also after a
-    // resume: the history is not checkpointed, this pass rebuilds it from the parameters).
+    // History starts from one layer-wise inference pass of its levels before the first step
+    // (also after a resume: the history is not checkpointed, this pass rebuilds it from the
+    // parameters).
     stopwatch clock;
     const std::uint64_t before = coord.traffic().sent.total_bytes();
     coord.init_history(rc.num_layers, first_step);
     result.init_bytes = coord.traffic().sent.total_bytes() - before;
-    std::printf("history initialised by exact inference in %.2f s (%.2f MB)\n", clock.seconds(),
-                static_cast<double>(result.init_bytes) / 1e6);
+    result.init_s = clock.seconds();
+    std::printf("history set up (%s) in %.2f s (%.2f MB)\n",
+                s.history_setup == "quantized" ? "inference, hidden halo rows quantized"
+                                               : "exact inference",
+                result.init_s, static_cast<double>(result.init_bytes) / 1e6);
   }
   if (!s.trace.empty()) coord.keep_spans();
   coord.set_pipelined(decentralized && s.overlap);
@@ -89,7 +95,10 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
   for (int epoch = first_epoch; epoch < s.epochs; ++epoch) {
     epoch_record rec;
     rec.epoch = epoch + 1;
-    if (epoch == 0) rec.setup_bytes = result.init_bytes;
+    if (epoch == first_epoch) {  // a resumed run sets its history up again
+      rec.setup_bytes = result.init_bytes;
+      rec.setup_s = result.init_s;
+    }
     stopwatch epoch_clock;
     const coordinator_status status_before = coord.status();
     double loss_sum = 0;

@@ -67,6 +67,9 @@ std::vector<option_spec> train_option_specs() {
       {"timeout", "120", "seconds any request between actors may take"},
       {"history-bits", "8",
        "decentralized: bits per historical embedding value: 32 (off), 16, 8, 4, 2"},
+      {"history-setup", "exact",
+       "decentralized: the pass that fills the history before the first step exchanges the "
+       "halo rows of its hidden layers exact or quantized (at --history-bits); 3+ layers"},
       {"staleness", "1",
        "decentralized: a historical row used at step t was confirmed by its owner after step t-S"},
       {"fusion", "2",
@@ -152,8 +155,8 @@ train_settings read_train_settings(const option_set& opts) {
     throw config_error("--checkpoint-every needs --checkpoint-dir (where to write them)");
   // An option the run would ignore is an error, not a surprise after training.
   if (s.pipeline != "decentralized") {
-    for (const char* key : {"history-bits", "staleness", "fusion", "stochastic-rounding",
-                            "local-bias", "no-overlap"}) {
+    for (const char* key : {"history-bits", "history-setup", "staleness", "fusion",
+                            "stochastic-rounding", "local-bias", "no-overlap"}) {
       if (opts.given(key)) {
         throw config_error(std::string("--") + key +
                            " applies to the decentralized pipeline only (this run's pipeline is " +
@@ -205,6 +208,7 @@ train_settings read_train_settings(const option_set& opts) {
     throw config_error("--history-bits must be 32, 16, 8, 4 or 2, got " +
                        std::to_string(s.history_bits));
   }
+  s.history_setup = opts.choice("history-setup", {"exact", "quantized"});
   s.staleness = static_cast<int>(opts.integer("staleness", 1, 1'000'000));
   s.fusion = static_cast<int>(opts.integer("fusion", 0, 2));
   s.stochastic_rounding = opts.flag("stochastic-rounding");

@@ -40,7 +40,8 @@ struct train_settings {
   std::uint64_t checkpoint_every = 0;        ///< clusters: also every N steps of an epoch
   bool progress = true;                      ///< live progress line on a terminal
   int timeout_s = 120;                       ///< limit of every request between actors
-  int history_bits = 8;  ///< decentralized: bits per historical value (32 = off)
+  int history_bits = 8;                 ///< decentralized: bits per historical value (32 = off)
+  std::string history_setup = "exact";  ///< decentralized: exact or quantized (halo rows)
   int staleness = 1;  ///< decentralized: a halo row used was confirmed at most this many steps ago
   double local_bias =
       1;                ///< decentralized: remote share of a local expansion's fanout (1 = uniform)

@@ -58,6 +58,13 @@ void training_report::batch_progress(int epoch, std::uint64_t done, std::uint64_
 
 bool training_report::epoch_done(const epoch_record& r) {
   if (observer_) observer_(r);
+  ++totals_.epochs;
+  totals_.setup_s += r.setup_s;
+  totals_.train_s += r.epoch_s;
+  totals_.eval_s += r.eval_s;
+  totals_.setup_bytes += r.setup_bytes;
+  totals_.train_bytes += r.bytes;
+  totals_.eval_bytes += r.eval_bytes;
   if (live_) std::fprintf(stderr, "\r\033[K");
   std::printf("epoch %3d  loss %.4f  train %.4f", r.epoch, r.loss, r.train_acc);
   if (r.evaluated) std::printf("  valid %.4f  test %.4f", r.valid_acc, r.test_acc);
@@ -83,7 +90,8 @@ bool training_report::epoch_done(const epoch_record& r) {
         "\"overlap_s\":%.4f,\"prepare_s\":%.4f,"
         "\"compute_s\":%.4f,\"eval_s\":%.4f,\"steps\":%llu,\"seeds\":%llu,\"bytes\":%llu,\"bytes_"
         "by_kind\":%s,"
-        "\"eval_bytes\":%llu,\"setup_bytes\":%llu,\"allreduce_s\":%.4f,\"work\":%s,"
+        "\"eval_bytes\":%llu,\"setup_bytes\":%llu,\"setup_s\":%.4f,\"allreduce_s\":%.4f,\"work\":%"
+        "s,"
         "\"peak_rss_mib\":%.1f}\n",
         run_.c_str(), r.epoch, r.loss, r.train_acc, r.evaluated ? "true" : "false",
         r.eval_train_acc, r.valid_acc, r.test_acc, r.epoch_s, split_json(r).c_str(), r.sample_s,
@@ -91,7 +99,7 @@ bool training_report::epoch_done(const epoch_record& r) {
         static_cast<unsigned long long>(r.seeds), static_cast<unsigned long long>(r.bytes),
         r.bytes_by_kind_json.empty() ? "{}" : r.bytes_by_kind_json.c_str(),
         static_cast<unsigned long long>(r.eval_bytes),
-        static_cast<unsigned long long>(r.setup_bytes), r.allreduce_s,
+        static_cast<unsigned long long>(r.setup_bytes), r.setup_s, r.allreduce_s,
         r.work_json.empty() ? "{}" : r.work_json.c_str(), peak_rss_mib());
     // A metrics line cut off by a full disk must not pass for a finished run.
     if (written < 0 || std::fflush(metrics_) != 0 || !sync_path_of(metrics_)) {
@@ -103,6 +111,16 @@ bool training_report::epoch_done(const epoch_record& r) {
 }
 
 void training_report::finish() {
+  const run_totals& t = totals_;
+  if (t.setup_bytes + t.train_bytes + t.eval_bytes > 0) {
+    const auto mb = [](std::uint64_t b) { return static_cast<double>(b) / 1e6; };
+    std::printf("end to end: set-up %.2f s %.2f MB + %d epoch(s) %.2f s %.2f MB", t.setup_s,
+                mb(t.setup_bytes), t.epochs, t.train_s, mb(t.train_bytes));
+    if (t.eval_bytes > 0 || t.eval_s > 0)
+      std::printf(" + evaluation %.2f s %.2f MB", t.eval_s, mb(t.eval_bytes));
+    std::printf(" = %.2f s %.2f MB\n", t.setup_s + t.train_s + t.eval_s,
+                mb(t.setup_bytes + t.train_bytes + t.eval_bytes));
+  }
   if (best_epoch_ == 0) {
     std::printf("no evaluation ran (see --eval-every)\n");
     return;

@@ -35,6 +35,14 @@ struct epoch_record {
   std::string bytes_by_kind_json;  ///< {"kind":bytes,...}
   std::uint64_t eval_bytes = 0;
   std::uint64_t setup_bytes = 0;  ///< one-time work before this epoch (decentralized history init)
+  double setup_s = 0;             ///< its time
+};
+
+/// What a run took from its set-up to its last epoch, as the closing line shows it.
+struct run_totals {
+  int epochs = 0;
+  double setup_s = 0, train_s = 0, eval_s = 0;
+  std::uint64_t setup_bytes = 0, train_bytes = 0, eval_bytes = 0;
 };
 
 class training_report {
@@ -49,8 +57,10 @@ class training_report {
   /// write, a full disk for one, throws naming the file); returns true when this is the best
   /// validation accuracy so far (the caller then checkpoints).
   bool epoch_done(const epoch_record& r);
-  /// "test accuracy X at best validation epoch E" line.
+  /// "test accuracy X at best validation epoch E" line, and for a cluster the end-to-end line:
+  /// set-up plus epochs (plus evaluation), time and bytes.
   void finish();
+  const run_totals& totals() const { return totals_; }
   /// Also hands every finished epoch to `f` (node 0's status board).
   void observe(std::function<void(const epoch_record&)> f) { observer_ = std::move(f); }
 
@@ -65,6 +75,7 @@ class training_report {
   bool live_ = false;
   double best_valid_ = -1, test_at_best_ = 0;
   int best_epoch_ = 0;
+  run_totals totals_;
   std::function<void(const epoch_record&)> observer_;
 };
 

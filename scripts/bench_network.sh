@@ -337,7 +337,7 @@ if eps:
     row["setup_bytes"] = eps[0].get("setup_bytes", 0)
     row["peak_rss_mib_node0"] = max(e.get("peak_rss_mib", 0) for e in eps)
 out = open(os.path.join(d, "node0.out")).read() if os.path.exists(os.path.join(d, "node0.out")) else ""
-h = re.search(r"history initialised by exact inference in ([0-9.]+) s \(([0-9.]+) MB\)", out)
+h = re.search(r"history set up \([^)]*\) in ([0-9.]+) s \(([0-9.]+) MB\)", out)
 if h: row["init_s"], row["init_mb"] = float(h.group(1)), float(h.group(2))
 for line in out.splitlines():
     if '"node_summary":true' in line:

@@ -48,6 +48,20 @@ struct HaloRequest {
   header @0 :Header;
   layer @1 :UInt8;
   nodes @2 :List(Int32);
+  bits @3 :UInt8;             # 0 or 32: exact float32 rows; else quantized at these bits (the
+                              # decentralized history set-up at --history-setup quantized)
+}
+
+struct QuantizedHaloResponse { # answer to a HaloRequest whose bits are below 32 (its own struct
+                               # so that FeatureResponse, on every feature pull, stays as small)
+  header @0 :Header;
+  rows @1 :UInt32;
+  cols @2 :UInt32;
+  bits @3 :UInt8;             # 16, 8, 4, 2: each row quantized as in EmbeddingRows
+  codes @4 :Data;
+  rowMin @5 :List(Float32);
+  rowScale @6 :List(Float32);
+  degrees @7 :List(Int32);    # full in-degree of each row's node
 }
 
 # -- decentralized pipeline (DESIGN.md sections 1-2) --
@@ -129,7 +143,7 @@ struct Control {
   enum Kind {
     step @0;
     epoch @1;                 # unused since readiness moved to the node actor (runtime/)
-    evaluate @2;
+    evaluate @2;              # epoch = layer; counts = [1]: a layer of the history set-up
     checkpoint @3;            # parameters, or (save) snapshot and persist the replica
     shutdown @4;              # unused: the node actor stops a node
     result @5;

@@ -18,6 +18,41 @@ namespace degnn::wire {
 
 using namespace codec;
 
+namespace {
+
+// Quantized halo rows from a peer, checked like EmbeddingRows before they are decoded.
+Matrix get_quantized_rows(const reader& rd, std::uint64_t rows, std::uint64_t cols, int bits,
+                          capnp::Data::Reader codes, capnp::List<float>::Reader mins,
+                          capnp::List<float>::Reader scales) {
+  if (cols == 0 || cols > (1u << 24)) rd.fail("quantized rows of width " + std::to_string(cols));
+  std::uint64_t expected = 0;
+  if (__builtin_mul_overflow(rows, quantizer::code_size(static_cast<int>(cols), bits), &expected) ||
+      expected != codes.size()) {
+    rd.fail(std::to_string(rows) + " rows of " + std::to_string(cols) + " values at " +
+            std::to_string(bits) + " bits do not match " + std::to_string(codes.size()) +
+            " code bytes");
+  }
+  if (mins.size() != rows || scales.size() != rows) {
+    rd.fail(std::to_string(mins.size()) + " row mins and " + std::to_string(scales.size()) +
+            " row scales for " + std::to_string(rows) + " rows");
+  }
+  std::vector<float> row_min, row_scale;
+  for (std::size_t i = 0; i < rows; ++i) {
+    row_min.push_back(mins[static_cast<unsigned>(i)]);
+    row_scale.push_back(scales[static_cast<unsigned>(i)]);
+  }
+  for (std::size_t i = 0; i < row_min.size(); ++i) {
+    // A non-finite or negative parameter would decode to garbage that poisons the layer.
+    if (!std::isfinite(row_min[i]) || !std::isfinite(row_scale[i]) || row_scale[i] < 0)
+      rd.fail("row " + std::to_string(i) + " has a non-finite min or an invalid scale");
+  }
+  return quantizer(static_cast<int>(cols), bits)
+      .decode({reinterpret_cast<const std::uint8_t*>(codes.begin()), codes.size()}, row_min,
+              row_scale);
+}
+
+}  // namespace
+
 const char* kind_name(kind k) {
   switch (k) {
     case kind::sample_request:
@@ -126,6 +161,7 @@ bytes encode(const context& c, const row_request& m, kind k) {
     fill_header(r, c, m.h);
     r.setLayer(m.layer);
     set_ints(r.initNodes(static_cast<unsigned>(m.nodes.size())), m.nodes);
+    if (m.bits != 32) r.setBits(m.bits);
   }
   return to_bytes(mb);
 }
@@ -140,28 +176,66 @@ row_request decode_row_request(const context& c, std::span<const char> b) {
     m.layer = r.getLayer();
     m.nodes = to_vector(r.getNodes());
     check_ids(rd, m.nodes, "nodes");
+    m.bits = r.getBits() == 0 ? 32 : r.getBits();
+    if (!quantizer::valid_bits(m.bits))
+      rd.fail("bits " + std::to_string(m.bits) + " is not one of 32, 16, 8, 4, 2");
     return m;
   });
 }
 
 bytes encode(const context& c, const row_block& m, kind) {
   capnp::MallocMessageBuilder mb;
-  auto r = mb.initRoot<FeatureResponse>();
+  if (m.bits == 32) {
+    auto r = mb.initRoot<FeatureResponse>();
+    fill_header(r, c, m.h);
+    put_matrix(r, m.rows, &FeatureResponse::Builder::initValues);
+    if (!m.degrees.empty())
+      set_ints(r.initDegrees(static_cast<unsigned>(m.degrees.size())), m.degrees);
+    return to_bytes(mb);
+  }
+  // Throws std::invalid_argument for bits the quantizer does not know or a non-finite row.
+  const quantizer q(static_cast<int>(m.rows.cols()), m.bits);
+  std::vector<std::uint8_t> codes;
+  std::vector<float> row_min, row_scale;
+  q.encode(m.rows, codes, row_min, row_scale);
+  auto r = mb.initRoot<QuantizedHaloResponse>();
   fill_header(r, c, m.h);
-  put_matrix(r, m.rows, &FeatureResponse::Builder::initValues);
+  r.setRows(static_cast<std::uint32_t>(m.rows.rows()));
+  r.setCols(static_cast<std::uint32_t>(m.rows.cols()));
+  r.setBits(m.bits);
+  auto data = r.initCodes(static_cast<unsigned>(codes.size()));
+  if (!codes.empty()) std::memcpy(data.begin(), codes.data(), codes.size());
+  auto mins = r.initRowMin(static_cast<unsigned>(row_min.size()));
+  auto scales = r.initRowScale(static_cast<unsigned>(row_scale.size()));
+  for (unsigned i = 0; i < row_min.size(); ++i) {
+    mins.set(i, row_min[i]);
+    scales.set(i, row_scale[i]);
+  }
   if (!m.degrees.empty())
     set_ints(r.initDegrees(static_cast<unsigned>(m.degrees.size())), m.degrees);
   return to_bytes(mb);
 }
 
-row_block decode_row_block(const context& c, std::span<const char> b) {
+row_block decode_row_block(const context& c, std::span<const char> b, std::uint8_t bits) {
   return guarded("row_block", [&] {
     reader rd(c, b, "row_block");
-    auto r = rd.root<FeatureResponse>(c);
     row_block m;
-    m.h = read_header(r);
-    m.rows = get_matrix(rd, r.getRows(), r.getCols(), r.getValues());
-    m.degrees = to_vector(r.getDegrees());
+    if (bits == 32) {
+      auto r = rd.root<FeatureResponse>(c);
+      m.h = read_header(r);
+      m.rows = get_matrix(rd, r.getRows(), r.getCols(), r.getValues());
+      m.degrees = to_vector(r.getDegrees());
+    } else {
+      auto r = rd.root<QuantizedHaloResponse>(c);
+      m.h = read_header(r);
+      m.bits = r.getBits();
+      if (m.bits != bits)
+        rd.fail("rows at " + std::to_string(m.bits) + " bits, " + std::to_string(bits) + " asked");
+      m.rows = get_quantized_rows(rd, r.getRows(), r.getCols(), m.bits, r.getCodes(), r.getRowMin(),
+                                  r.getRowScale());
+      if (!m.rows.allFinite()) rd.fail("quantized rows decode to a non-finite value");
+      m.degrees = to_vector(r.getDegrees());
+    }
     if (!m.degrees.empty() && m.degrees.size() != static_cast<size_t>(m.rows.rows())) {
       rd.fail("degrees and rows differ in count");
     }

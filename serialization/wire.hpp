@@ -14,8 +14,9 @@
 namespace degnn::wire {
 
 /// Every message carries it, and nodes compare it at the greeting: 2 since actors' counter
-/// reports end with their mailbox counts.
-inline constexpr std::uint16_t kProtocolVersion = 2;
+/// reports end with their mailbox counts, 3 since the history set-up sends no history rows
+/// (steps pull every row they read first) and halo requests may ask for quantized rows.
+inline constexpr std::uint16_t kProtocolVersion = 3;
 
 class wire_error : public std::runtime_error {
  public:
@@ -74,13 +75,16 @@ struct row_request {
   header h;
   std::uint8_t layer = 0;
   std::vector<node_id> nodes;
+  std::uint8_t bits = 32;  ///< halo requests: the rows wanted at 32 (exact), 16, 8, 4 or 2 bits
 };
 
-/// Rows of a float matrix: feature rows, halo rows.
+/// Rows of a float matrix: feature rows, halo rows. Below 32 bits (halo rows only) the encoder
+/// quantizes the rows per row (model/quantizer) and the decoder hands back the decoded values.
 struct row_block {
   header h;
   Matrix rows;
   std::vector<std::int32_t> degrees;  ///< empty, or one per row (feature pulls)
+  std::uint8_t bits = 32;             ///< precision on the wire: 32, 16, 8, 4 or 2
 };
 
 struct allreduce_chunk {
@@ -180,7 +184,8 @@ bytes encode(const context& c, const embedding_rows& m);
 sample_request decode_sample_request(const context& c, std::span<const char> b);
 sample_response decode_sample_response(const context& c, std::span<const char> b);
 row_request decode_row_request(const context& c, std::span<const char> b);
-row_block decode_row_block(const context& c, std::span<const char> b);
+/// bits: what the request asked for (a halo response below 32 bits is a QuantizedHaloResponse).
+row_block decode_row_block(const context& c, std::span<const char> b, std::uint8_t bits = 32);
 allreduce_chunk decode_allreduce_chunk(const context& c, std::span<const char> b);
 control decode_control(const context& c, std::span<const char> b);
 bytes encode(const context& c, const computation_push& m);

@@ -370,6 +370,81 @@ TEST(DecentralizedPipeline, LargerStalenessPullsFewerHistoryRows) {
             bytes_of(fresh, wire::kind::computation_push));
 }
 
+// -- the history set-up --
+
+/// Halo rows over all partitions of s's in-memory cut of Cora.
+std::uint64_t halo_rows(const train_settings& s) {
+  const dataset& d = cora();
+  const partition_book book(partition_graph(d.graph, d.train, s.parts,
+                                            parse_partition_method(s.partition_method), s.seed),
+                            s.parts);
+  std::uint64_t rows = 0;
+  for (int p = 0; p < s.parts; ++p)
+    rows += extract_partition(d, book, p).halo.size();
+  return rows;
+}
+
+TEST(DecentralizedPipeline, HistorySetUpSendsTheHaloFeaturesOnceAndNoHistoryRows) {
+  train_settings s = settings("decentralized", 4, 3);
+  s.epochs = 1;
+  s.max_batches = 2;
+  const std::uint64_t halo = halo_rows(s);
+  const std::uint64_t features = halo * static_cast<std::uint64_t>(cora().num_features()) * 4;
+  ASSERT_GT(halo, 100u);
+  // Each halo row's features once (the set-up's one layer), with its id asked and its degree
+  // answered; the rest is message framing. The set-up before sent them twice, plus every level.
+  loss_trace exact_losses;
+  const cluster_result exact = run(s, &exact_losses);
+  std::printf("3 layers: %llu halo rows, %llu feature bytes, set-up %llu bytes\n",
+              static_cast<unsigned long long>(halo), static_cast<unsigned long long>(features),
+              static_cast<unsigned long long>(exact.init_bytes));
+  EXPECT_GE(exact.init_bytes, features + 8 * halo);
+  EXPECT_LE(exact.init_bytes, features + 8 * halo + 16384);
+  // History rows travel only when a step reads them.
+  EXPECT_GT(exact.traffic.work.rows_pulled, 0u);
+  // At 3 layers the set-up has no hidden layer to quantize: the same run.
+  s.history_setup = "quantized";
+  loss_trace same_losses;
+  const cluster_result same = run(s, &same_losses);
+  EXPECT_EQ(same.init_bytes, exact.init_bytes);
+  EXPECT_EQ(same_losses.losses, exact_losses.losses);
+  // At 2 layers there is no history: the set-up is the halo's features, pulled from the stores
+  // (an id asked, a version answered per row).
+  train_settings two = settings("decentralized", 4, 2);
+  two.epochs = 1;
+  two.max_batches = 2;
+  const cluster_result r2 = run(two);
+  EXPECT_GE(r2.init_bytes, features + 12 * halo);
+  EXPECT_LE(r2.init_bytes, features + 12 * halo + 16384);
+}
+
+TEST(DecentralizedPipeline, QuantizedSetUpSendsHiddenHaloRowsAtTheHistoryBits) {
+  train_settings s = settings("decentralized", 4, 4);
+  s.epochs = 1;
+  s.max_batches = 2;
+  const std::uint64_t halo = halo_rows(s);
+  loss_trace exact_losses, quantized_losses;
+  const cluster_result exact = run(s, &exact_losses);
+  s.history_setup = "quantized";
+  const cluster_result quantized = run(s, &quantized_losses);
+  // One hidden level (h^(1), the input of the set-up's second layer) per halo row: 16 floats
+  // exact against 16 one-byte codes with a float min and scale.
+  const auto hidden = static_cast<std::uint64_t>(s.model.hidden);
+  const std::uint64_t saved = halo * (hidden * 4 - (hidden + 8));
+  std::printf("4 layers: set-up exact %llu bytes, quantized %llu bytes (%llu expected saved)\n",
+              static_cast<unsigned long long>(exact.init_bytes),
+              static_cast<unsigned long long>(quantized.init_bytes),
+              static_cast<unsigned long long>(saved));
+  ASSERT_GT(exact.init_bytes, quantized.init_bytes);
+  EXPECT_NEAR(static_cast<double>(exact.init_bytes - quantized.init_bytes),
+              static_cast<double>(saved), 512.0);
+  // The initial history moves by the rounding of its inputs only.
+  ASSERT_EQ(quantized_losses.losses.size(), exact_losses.losses.size());
+  for (size_t i = 0; i < exact_losses.losses.size(); ++i)
+    EXPECT_NEAR(quantized_losses.losses[i], exact_losses.losses[i], 1e-2 * exact_losses.losses[i]);
+  EXPECT_EQ(quantized.traffic.rejected, 0u);
+}
+
 class TrafficRatio : public ::testing::TestWithParam<int> {};
 
 TEST_P(TrafficRatio, DecentralizedSendsFarFewerBytesThanCentralized) {

@@ -484,8 +484,8 @@ TEST_F(Console, SetStalenessLowersTheRowsPulledPerStep) {
   const double pulled = after["rows_pulled_per_step"].get<double>();
   std::printf("rows pulled per step: %.2f with staleness 1, %.2f with staleness 100000\n", pulled1,
               pulled);
-  EXPECT_LT(pulled, pulled1);
-  EXPECT_EQ(pulled, 0);
+  // Only rows no step had read before still come (the set-up sends no history rows).
+  EXPECT_LT(pulled, pulled1 / 4);
   EXPECT_TRUE(contains(read_file(log("staleness0")), "'set staleness 100000' from an operator at"));
   EXPECT_EQ(nodes_[1]->wait(10ms), -1) << read_file(log("staleness1"));
 }

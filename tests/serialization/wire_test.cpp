@@ -518,3 +518,54 @@ TEST(WireDecentralized, NeverCrashesOnRandomlyCorruptedPushes) {
   std::printf("rejected %d of 20000 corrupted computation_push buffers\n", rejected);
   EXPECT_GT(rejected, 0);
 }
+
+// -- quantized halo rows (the decentralized history set-up) --
+
+TEST(Wire, HaloRequestCarriesTheBitsItAsksFor) {
+  row_request m{.h = {.step = 4, .sender = 3}, .layer = 2, .nodes = {8, 9}, .bits = 8};
+  const auto d = decode_row_request(ctx, encode(ctx, m, kind::halo_request));
+  EXPECT_EQ(d.bits, 8);
+  EXPECT_EQ(d.layer, 2);
+  m.bits = 32;  // the default, sent as nothing: an exact request is as long as before
+  const auto exact = encode(ctx, m, kind::halo_request);
+  EXPECT_EQ(decode_row_request(ctx, exact).bits, 32);
+  m.bits = 7;
+  EXPECT_THROW(decode_row_request(ctx, encode(ctx, m, kind::halo_request)), wire_error);
+}
+
+TEST(Wire, QuantizedHaloRowsDecodeWithinHalfAStepAndAreAQuarterOfTheBytes) {
+  row_block m;
+  m.rows = Matrix::Random(50, 64);
+  m.degrees.assign(50, 3);
+  m.bits = 8;
+  const auto q = encode(ctx, m, kind::halo_response);
+  const auto d = decode_row_block(ctx, q, 8);
+  ASSERT_EQ(d.rows.rows(), 50);
+  ASSERT_EQ(d.rows.cols(), 64);
+  EXPECT_EQ(d.degrees, m.degrees);
+  for (Eigen::Index i = 0; i < 50; ++i) {
+    const float step = (m.rows.row(i).maxCoeff() - m.rows.row(i).minCoeff()) / 255.0f;
+    EXPECT_LE((d.rows.row(i) - m.rows.row(i)).cwiseAbs().maxCoeff(), step / 2 + 1e-6f) << i;
+  }
+  row_block exact = m;
+  exact.bits = 32;
+  const auto e = encode(ctx, exact, kind::halo_response);
+  // 64 codes + min + scale per row against 256 float bytes.
+  EXPECT_LT(static_cast<double>(q.size()), 0.3 * static_cast<double>(e.size()));
+  // Read as what was asked: exact bytes are not quantized rows, nor the other way round.
+  EXPECT_THROW(decode_row_block(ctx, q, 32), wire_error);
+  EXPECT_THROW(decode_row_block(ctx, e, 8), wire_error);
+  EXPECT_THROW(decode_row_block(ctx, q, 4), wire_error);
+}
+
+TEST(Wire, RejectsQuantizedHaloRowsThatDoNotAddUp) {
+  row_block m;
+  m.rows = Matrix::Random(4, 10);
+  m.bits = 8;
+  const auto b = encode(ctx, m, kind::halo_response);
+  for (size_t n = 0; n < b.size(); ++n)
+    EXPECT_THROW(decode_row_block(ctx, std::span(b.data(), n), 8), wire_error) << "length " << n;
+  // A row whose values are not finite cannot be quantized: the sender fails, nothing is sent.
+  m.rows(1, 3) = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(encode(ctx, m, kind::halo_response), std::invalid_argument);
+}
