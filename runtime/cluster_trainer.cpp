@@ -345,6 +345,7 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
     throw;
   }
   stop_all();
+  result.parts = static_cast<int>(parts.size());
   result.faults_corrupted = ws.fault_counts->corrupted;
   result.faults_retried = ws.fault_counts->retried;
   result.faults_duplicated = ws.fault_counts->duplicated;

@@ -25,6 +25,7 @@ struct cluster_result {
   std::vector<std::uint64_t> epoch_allreduce_bytes;  ///< of which gradient all-reduce
   std::uint64_t init_bytes = 0;                      ///< decentralized: history initialisation
   double init_s = 0;                                 ///< decentralized: its time
+  int parts = 0;                                     ///< partitions (workers) of the run
   /// In-process runs under a fault policy: messages damaged, sent again and duplicated.
   std::uint64_t faults_corrupted = 0, faults_retried = 0, faults_duplicated = 0, faults_delayed = 0;
   std::uint64_t recoveries = 0;  ///< degnn node --recover adopt: members lost and replaced

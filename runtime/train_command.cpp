@@ -137,6 +137,19 @@ int run_train(int argc, char** argv) {
       "  without the gradient all-reduce (%.3f MB in both): %s %.3f MB, %s %.3f MB -> %.1fx\n",
       mine_ar, s.pipeline.c_str(), mine - mine_ar, t.pipeline.c_str(), theirs - theirs_ar,
       mine - mine_ar > 0 ? (theirs - theirs_ar) / (mine - mine_ar) : 0.0);
+  // Measured in this process, where no byte crosses a wire; the link time is what the counted
+  // bytes need at least on 1 Gbit/s links, one per node, if spread evenly over them.
+  const auto mean_s = [](const run_totals& t) { return t.epochs ? t.train_s / t.epochs : 0.0; };
+  const double my_epoch = mean_s(report.totals()), their_epoch = mean_s(quiet.totals());
+  const int nodes = std::max(1, main_run.parts);
+  const auto wire_s = [nodes](double mb) {
+    return mb * 1e6 / (static_cast<double>(nodes) * 125e6);
+  };
+  std::printf(
+      "epoch time (mean, in one process: no network): %s %.2f s, %s %.2f s -> %.2fx; on 1 Gbit/s "
+      "links (one per node) its bytes need at least %.2f s and %.2f s more\n",
+      s.pipeline.c_str(), my_epoch, t.pipeline.c_str(), their_epoch,
+      my_epoch > 0 ? their_epoch / my_epoch : 0.0, wire_s(mine), wire_s(theirs));
   // Set-up plus every epoch (evaluation left out: both pipelines evaluate alike).
   const auto end_to_end = [](const run_totals& t) {
     return std::pair{t.setup_s + t.train_s,
