@@ -22,8 +22,9 @@ struct mailbox_counts {
 };
 
 /// A control message whose counts are the traffic report (wire::traffic::to_report), then, for
-/// actors that compute, the work counters and the time per stage, and last the mailbox counts
-/// (parse_report tells the layouts apart by length).
+/// actors that compute, the work counters, the time per stage and each stage's median and 95th
+/// percentile per step over the recent steps, and last the mailbox counts (parse_report tells
+/// the layouts apart by length).
 inline wire_message counters_report(int part, const wire::context& ctx, const wire::traffic& sent,
                                     std::uint64_t rejected, mailbox_counts mailbox,
                                     const compute_counters* work = nullptr,
@@ -35,6 +36,8 @@ inline wire_message counters_report(int part, const wire::context& ctx, const wi
     out.counts.insert(out.counts.end(), w.begin(), w.end());
     const auto& stage_us = stages->total_us();
     out.counts.insert(out.counts.end(), stage_us.begin(), stage_us.end());
+    const auto spread = stages->recent_spread();
+    out.counts.insert(out.counts.end(), spread.begin(), spread.end());
   }
   out.counts.push_back(mailbox.now);
   out.counts.push_back(mailbox.peak);
@@ -53,6 +56,8 @@ struct parsed_report {
   std::uint64_t rejected = 0;
   std::optional<compute_counters> work;
   std::array<std::uint64_t, kNumStages> stage_us{};
+  /// Workers: per stage, median then 95th percentile of its time per step over recent steps.
+  std::array<std::uint64_t, 2 * kNumStages> stage_spread_us{};
   mailbox_counts mailbox;
 };
 
@@ -60,7 +65,7 @@ struct parsed_report {
 inline parsed_report parse_report(const std::vector<std::uint64_t>& counts) {
   constexpr size_t traffic_size = 2 * wire::kNumKinds + 1;
   constexpr size_t work_end = traffic_size + compute_counters::kSize;
-  const bool worker = counts.size() == work_end + kNumStages + 2;
+  const bool worker = counts.size() == work_end + 3 * kNumStages + 2;
   if (!worker && counts.size() != traffic_size + 2)
     throw std::invalid_argument("an actor's report has " + std::to_string(counts.size()) +
                                 " counts, which is no report layout");
@@ -70,6 +75,7 @@ inline parsed_report parse_report(const std::vector<std::uint64_t>& counts) {
     r.work =
         compute_counters::from_list({counts.begin() + traffic_size, counts.begin() + work_end});
     std::copy_n(counts.begin() + work_end, kNumStages, r.stage_us.begin());
+    std::copy_n(counts.begin() + work_end + kNumStages, 2 * kNumStages, r.stage_spread_us.begin());
   }
   r.mailbox = {counts[counts.size() - 2], counts.back()};
   return r;

@@ -1,9 +1,11 @@
 // Per-actor timeline of pipeline stages: running totals per stage (the epoch-time split in the
-// metrics) and, when tracing, the spans themselves for a Chrome trace event file (--trace).
+// metrics), each stage's time in each of the last steps (the console's percentiles) and, when
+// tracing, the spans themselves for a Chrome trace event file (--trace).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -52,6 +54,11 @@ class stage_log {
   }
 
   const std::array<std::uint64_t, kNumStages>& total_us() const { return total_us_; }
+  /// Steps whose stage times are kept for recent_spread().
+  static constexpr std::size_t kRecentSteps = 100;
+  /// Per stage, the median then the 95th percentile (nearest rank) of its time in each of the
+  /// last kRecentSteps steps this actor logged (0 in a step without it); all 0 before any step.
+  std::array<std::uint64_t, 2 * kNumStages> recent_spread() const;
   /// Chrome trace events ("ph":"X", microseconds) of the kept spans, comma-separated, for process
   /// `pid`; ends with an instant event saying how many spans did not fit, if any.
   std::string chrome_events(int pid) const;
@@ -62,7 +69,12 @@ class stage_log {
     std::uint64_t step;
     std::int64_t begin_us, end_us;
   };
+  struct step_times {
+    std::uint64_t step;
+    std::array<std::uint64_t, kNumStages> us{};
+  };
   std::array<std::uint64_t, kNumStages> total_us_{};
+  std::deque<step_times> recent_;  ///< by step, ascending
   std::vector<span> spans_;
   std::size_t max_spans_ = 0;
   std::uint64_t spans_dropped_ = 0;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "actors/coordinator.hpp"
+#include "actors/reports.hpp"
 #include "model/checkpoint.hpp"
 #include "model/durable_file.hpp"
 #include "model/feature_transform.hpp"
@@ -193,6 +194,19 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
       const double per_step =
           stage_s({which}) / static_cast<double>(std::max<std::uint64_t>(1, rec.steps));
       if (per_step > 0) rec.stage_per_step_s.emplace_back(stage_name(which), per_step);
+    }
+    {
+      std::array<std::uint64_t, 2 * kNumStages> slowest{};
+      for (const auto& counts : actors_now.per_actor) {
+        const parsed_report r = parse_report(counts);
+        for (size_t i = 0; i < slowest.size(); ++i)
+          slowest[i] = std::max(slowest[i], r.stage_spread_us[i]);
+      }
+      for (int k = 0; k < kNumStages; ++k) {
+        const auto median = static_cast<double>(slowest[2 * static_cast<size_t>(k)]) / 1e6;
+        const auto p95 = static_cast<double>(slowest[2 * static_cast<size_t>(k) + 1]) / 1e6;
+        if (p95 > 0) rec.stage_recent.push_back({stage_name(static_cast<stage>(k)), median, p95});
+      }
     }
     if (decentralized) {
       const compute_counters w = totals.work - totals_before.work;

@@ -249,12 +249,18 @@ std::string status_board::stages_json() const {
   for (const auto& [name, s] : worker_stages_)
     workers[name] = ms(s);
   j["workers_last_epoch_ms_per_step"] = workers;
+  // The worker where each is largest, over its last steps (every step, not one per epoch).
+  nlohmann::json recent = nlohmann::json::object();
+  for (const auto& s : worker_recent_)
+    recent[s.name] = {{"median_ms", ms(s.median_s)}, {"p95_ms", ms(s.p95_s)}};
+  j["workers_recent_steps"] = recent;
   return j.dump();
 }
 
 void status_board::on_epoch(const epoch_record& r) {
   std::lock_guard lock(mu_);
   worker_stages_ = r.stage_per_step_s;
+  worker_recent_ = r.stage_recent;
   if (!r.actors_json.empty()) actors_ = r.actors_json;
   epoch_ = r.epoch;
   epoch_loss_ = r.loss;

@@ -127,6 +127,7 @@ class status_board {
   std::uint64_t steps_only_us_ = 0, allreduce_only_us_ = 0, overlap_us_ = 0;
   double times_at_ = -1;                                       ///< when on_step_times last ran
   std::vector<std::pair<std::string, double>> worker_stages_;  ///< last epoch, s per step
+  std::vector<epoch_record::stage_spread> worker_recent_;      ///< recent steps, slowest worker
   std::string actors_ = "[]";                                  ///< last epoch end's table
 };
 

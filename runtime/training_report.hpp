@@ -24,6 +24,13 @@ struct epoch_record {
   /// Clusters: each worker stage's mean seconds per step this epoch (means over the workers;
   /// stages that took no time are left out).
   std::vector<std::pair<std::string, double>> stage_per_step_s;
+  /// Workers' stages over their last steps (stage_log::kRecentSteps): name, median and 95th
+  /// percentile of the time per step, of the worker where each is largest.
+  struct stage_spread {
+    std::string name;
+    double median_s = 0, p95_s = 0;
+  };
+  std::vector<stage_spread> stage_recent;
   double prepare_s = 0;     ///< one process: background sampling and gather (overlaps compute)
   double allreduce_s = 0;   ///< clusters: gradient phase and apply (coordinator wall time)
   double overlap_s = 0;     ///< clusters: time a step phase and an all-reduce ran at once

@@ -15,8 +15,9 @@ namespace degnn::wire {
 
 /// Every message carries it, and nodes compare it at the greeting: 2 since actors' counter
 /// reports end with their mailbox counts, 3 since the history set-up sends no history rows
-/// (steps pull every row they read first) and halo requests may ask for quantized rows.
-inline constexpr std::uint16_t kProtocolVersion = 3;
+/// (steps pull every row they read first) and halo requests may ask for quantized rows, 4 since
+/// workers' reports add each stage's median and 95th percentile per step.
+inline constexpr std::uint16_t kProtocolVersion = 4;
 
 class wire_error : public std::runtime_error {
  public:

@@ -467,6 +467,34 @@ TEST(ShardMailbox, AReportCountsTheRequestsQueuedBehindItAndKeepsThePeak) {
   self->send_exit(blocker, caf::exit_reason::user_shutdown);
 }
 
+// Per stage, the median and 95th percentile (nearest rank) of its time in each of the last
+// kRecentSteps steps; older steps drop out, steps logged out of order land in their own slot.
+TEST(StageLog, RecentSpreadIsTheMedianAndP95OfTheLastSteps) {
+  stage_log log;
+  EXPECT_EQ(log.recent_spread()[0], 0u);
+  const auto n = stage_log::kRecentSteps;
+  // Steps 0 .. n + 49: step i samples for i + 1 us (in two spans), expands only on even steps.
+  for (std::uint64_t i = 0; i < n + 50; ++i) {
+    log.add(stage::sample, i, 1000, 1000 + static_cast<std::int64_t>(i));
+    if (i % 2 == 0) log.add(stage::expand, i, 0, 7);
+  }
+  for (std::uint64_t i = 0; i < n + 50; ++i)  // the second span of each, after the others
+    log.add(stage::sample, i, 0, 1);
+  // Kept: steps 50 .. n + 49 with i + 1 us each; ranks ceil(0.5 n) and ceil(0.95 n).
+  const auto spread = log.recent_spread();
+  const auto at = [](stage s, int which) { return 2 * static_cast<size_t>(s) + which; };
+  EXPECT_EQ(spread[at(stage::sample, 0)], 50 + (n + 1) / 2);
+  EXPECT_EQ(spread[at(stage::sample, 1)], 50 + (95 * n + 99) / 100);
+  // Half the kept steps have no expansion: the median is 7 or 0, the 95th percentile 7.
+  EXPECT_EQ(spread[at(stage::expand, 1)], 7u);
+  EXPECT_EQ(spread[at(stage::forward, 1)], 0u);
+  EXPECT_EQ(log.total_us()[static_cast<size_t>(stage::sample)], (n + 50) * (n + 49) / 2 + (n + 50));
+  // The report carries them after the stage totals.
+  const auto counts =
+      wire::decode_control(ctx(), counters_report(0, ctx(), {}, 0, {}, nullptr, &log).bytes).counts;
+  EXPECT_EQ(parse_report(counts).stage_spread_us, spread);
+}
+
 // A report's layout is told by its length; any other length is refused.
 TEST(ShardMailbox, ReportLayoutsParseBackAndOthersAreRefused) {
   wire::traffic t;

@@ -133,6 +133,11 @@ TEST_F(Console, EachCommandAnswersAndAMalformedOneGetsAnErrorWhileTheConsoleGoes
       EXPECT_GT(j["steps"].get<int>(), 0) << out;
       EXPECT_GT(j["coordinator"]["step"]["median_ms"].get<double>(), 0) << out;
       EXPECT_GT(j["workers_last_epoch_ms_per_step"]["sample"].get<double>(), 0) << out;
+      // Per step over the recent steps, of the slowest worker: a median no larger than its p95.
+      const auto& sample = j["workers_recent_steps"]["sample"];
+      ASSERT_TRUE(sample.is_object()) << out;
+      EXPECT_GT(sample["p95_ms"].get<double>(), 0) << out;
+      EXPECT_LE(sample["median_ms"].get<double>(), sample["p95_ms"].get<double>()) << out;
     }
     if (name == "faults") {
       EXPECT_EQ(j["fault_commands"], "refused");
