@@ -77,9 +77,11 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     coord.init_history(rc.num_layers, first_step);
     result.init_bytes = coord.traffic().sent.total_bytes() - before;
     result.init_s = clock.seconds();
+    // Only a set-up with hidden layers (4+ layers) has rows to quantize.
+    const bool quantized =
+        s.history_setup == "quantized" && rc.num_layers >= 4 && s.history_bits < 32;
     std::printf("history set up (%s) in %.2f s (%.2f MB)\n",
-                s.history_setup == "quantized" ? "inference, hidden halo rows quantized"
-                                               : "exact inference",
+                quantized ? "inference, hidden halo rows quantized" : "exact inference",
                 result.init_s, static_cast<double>(result.init_bytes) / 1e6);
   }
   if (!s.trace.empty()) coord.keep_spans();
@@ -196,6 +198,7 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
       if (per_step > 0) rec.stage_per_step_s.emplace_back(stage_name(which), per_step);
     }
     {
+      // Each figure maximised separately over the worker actors.
       std::array<std::uint64_t, 2 * kNumStages> slowest{};
       for (const auto& counts : actors_now.per_actor) {
         const parsed_report r = parse_report(counts);

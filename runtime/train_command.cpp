@@ -146,8 +146,8 @@ int run_train(int argc, char** argv) {
     return mb * 1e6 / (static_cast<double>(nodes) * 125e6);
   };
   std::printf(
-      "epoch time (mean, in one process: no network): %s %.2f s, %s %.2f s -> %.2fx; on 1 Gbit/s "
-      "links (one per node) its bytes need at least %.2f s and %.2f s more\n",
+      "epoch time (mean, in one process: no network): %s %.2f s, %s %.2f s -> %.2fx; the counted "
+      "bytes alone need at least %.2f s and %.2f s per epoch on 1 Gbit/s links (one per node)\n",
       s.pipeline.c_str(), my_epoch, t.pipeline.c_str(), their_epoch,
       my_epoch > 0 ? their_epoch / my_epoch : 0.0, wire_s(mine), wire_s(theirs));
   // Set-up plus every epoch (evaluation left out: both pipelines evaluate alike).

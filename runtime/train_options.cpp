@@ -69,7 +69,8 @@ std::vector<option_spec> train_option_specs() {
        "decentralized: bits per historical embedding value: 32 (off), 16, 8, 4, 2"},
       {"history-setup", "exact",
        "decentralized: the pass that fills the history before the first step exchanges the "
-       "halo rows of its hidden layers exact or quantized (at --history-bits); 3+ layers"},
+       "halo rows of its hidden layers exact or quantized (at --history-bits; only 4+ layers "
+       "have such rows)"},
       {"staleness", "1",
        "decentralized: a historical row used at step t was confirmed by its owner after step t-S"},
       {"fusion", "2",
@@ -173,6 +174,11 @@ train_settings read_train_settings(const option_set& opts) {
                            " applies to clusters only (this run's pipeline is single)");
       }
     }
+  }
+  if (opts.given("compare-with") && opts.given("resume")) {
+    throw config_error(
+        "--compare-with trains the whole run again with the other pipeline, so its figures would "
+        "not compare with a run resumed from --resume; leave one of them out");
   }
   if (s.sparse_features && s.pipeline != "single") {
     throw config_error("--sparse-features applies to one process only (this run's pipeline is " +

@@ -116,9 +116,10 @@ void training_report::finish() {
     const auto mb = [](std::uint64_t b) { return static_cast<double>(b) / 1e6; };
     std::printf("end to end: set-up %.2f s %.2f MB + %d epoch(s) %.2f s %.2f MB", t.setup_s,
                 mb(t.setup_bytes), t.epochs, t.train_s, mb(t.train_bytes));
-    if (t.eval_bytes > 0 || t.eval_s > 0)
-      std::printf(" + between epochs (evaluation, checks, checkpoints) %.2f s %.2f MB", t.eval_s,
-                  mb(t.eval_bytes));
+    if (t.eval_bytes > 0 || t.eval_s > 0) {
+      std::printf(" + evaluation %.2f s, with the checks and checkpoints between epochs %.2f MB",
+                  t.eval_s, mb(t.eval_bytes));
+    }
     std::printf(" = %.2f s %.2f MB\n", t.setup_s + t.train_s + t.eval_s,
                 mb(t.setup_bytes + t.train_bytes + t.eval_bytes));
   }

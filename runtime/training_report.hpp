@@ -25,7 +25,7 @@ struct epoch_record {
   /// stages that took no time are left out).
   std::vector<std::pair<std::string, double>> stage_per_step_s;
   /// Workers' stages over their last steps (stage_log::kRecentSteps): name, median and 95th
-  /// percentile of the time per step, of the worker where each is largest.
+  /// percentile of the time per step, each the largest over the worker actors (separately).
   struct stage_spread {
     std::string name;
     double median_s = 0, p95_s = 0;

@@ -11,15 +11,25 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 DEGNN_BUILD_DIR=${DEGNN_BUILD_DIR:-build} scripts/build.sh >/dev/null
 bin="${DEGNN_BUILD_DIR:-build}/runtime/degnn"
-graph=${DEGNN_MAIN_GRAPH:-${XDG_CACHE_HOME:-$HOME/.cache}/degnn/main-job}
-if [ ! -f "$graph/synthetic-100k-4/partitions.meta" ]; then
+graph=${DEGNN_MAIN_GRAPH:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/degnn/main-job}
+# The graph is kept with the settings that made it: other settings (or a later partition format
+# that refuses the kept files) make it again.
+made_with="nodes=100000 edges=1000000 features=64 classes=8 homophily=0.5 signal=0.25 seed=1 parts=4 metis seed=1"
+mkdir -p "$graph"
+exec 9>"$graph/.lock"
+flock 9  # two main jobs at once make the graph once
+if [ ! -f "$graph/synthetic-100k-4/partitions.meta" ] ||
+   [ "$(cat "$graph/made-with" 2>/dev/null)" != "$made_with" ] ||
+   ! "$bin" info --data "$graph/synthetic-100k-4" >/dev/null 2>&1; then
   echo "main job: generating and partitioning its graph once, into $graph ..."
-  rm -rf "$graph/synthetic-100k" "$graph/synthetic-100k-4"
-  mkdir -p "$graph"
+  rm -rf "$graph/synthetic-100k" "$graph/synthetic-100k-4" "$graph/synthetic-100k-4.tmp" \
+    "$graph/made-with"
   "$bin" generate --out "$graph/synthetic-100k" --nodes 100000 --edges 1000000 --features 64 \
     --classes 8 --homophily 0.5 --signal 0.25 --seed 1 >/dev/null
   "$bin" partition --data "$graph/synthetic-100k" --parts 4 --method metis --seed 1 \
     --out "$graph/synthetic-100k-4.tmp" >/dev/null
   mv "$graph/synthetic-100k-4.tmp" "$graph/synthetic-100k-4"
+  echo "$made_with" > "$graph/made-with"
 fi
+exec 9>&-
 exec "$bin" train --config-file=configs/main_job.conf --partitions "$graph/synthetic-100k-4" "$@"

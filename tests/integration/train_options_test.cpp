@@ -52,6 +52,9 @@ TEST(TrainOptions, AnOptionTheRunWouldIgnoreIsAnErrorNamingIt) {
        "--partition-method is not used with --partitions"},
       {{"--data", cora, "--parts", "2", "--sparse-features"},
        "--sparse-features applies to one process only (this run's pipeline is centralized"},
+      {{"--data", cora, "--parts", "2", "--compare-with", "decentralized", "--resume",
+        dir.path.string()},
+       "--compare-with trains the whole run again"},
   };
   for (const auto& bad : cases) {
     std::vector<std::string> args = {"train", "--epochs", "1", "--no-progress"};
