@@ -128,7 +128,10 @@ void run_features(self_ptr self, std::shared_ptr<step_job> job) {
   const int me = part.part;
   const auto& inputs = job->blocks.front().src_nodes;
   job->inputs.resize(static_cast<Eigen::Index>(inputs.size()), part.features.cols());
-  owner_groups groups = group_by_owner(book, inputs, me);
+  owner_groups groups =
+      split_groups(group_by_owner(book, inputs, me),
+                   rows_per_message(st.settings, static_cast<std::size_t>(part.features.cols()) *
+                                                     sizeof(float)));
   const auto own = static_cast<std::int64_t>(groups.own.size());
 #pragma omp parallel for schedule(static) if (own >= 4096)
   for (std::int64_t j = 0; j < own; ++j) {

@@ -1,9 +1,11 @@
-// Scatter-gather of encoded requests from an event-based actor: send them all at once, continue
-// when every reply is in, fail once on the first error or timeout. Replies keep request order.
+// Scatter-gather of encoded requests from an event-based actor: send them all at once (or a
+// window at a time), continue when every reply is in, fail once on the first error or timeout.
+// Replies keep request order, or are taken one by one as they come (gather_stream).
 // Every request goes out numbered through the actor's link_sender (state.link), meeting the
 // faults of its policy; one the receiver found damaged is sent again, a damaged reply fails.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -29,10 +31,19 @@ inline bool damaged_error(const caf::error& e) {
          e.code() == static_cast<std::uint8_t>(actor_errc::damaged);
 }
 
+/// A gather that takes each reply as it comes (and keeps none) and keeps at most `window`
+/// requests out at once (0: all at once): bounded memory for a transfer of many chunks.
+/// `each` may throw; the gather then fails with the request's index and a rejected error.
+struct gather_stream {
+  std::size_t window = 0;
+  std::function<void(std::size_t, wire_message&)> each;
+};
+
 /// fail is called once, with (index of the request, error) when it takes them, else (error).
+/// Without a stream, done gets every reply in request order; with one, an empty vector.
 template <class Self, class Handle, class Atom, class Done, class Fail>
 void gather(Self* self, Atom atom, std::vector<wire_request<Handle, Atom>> requests,
-            std::chrono::milliseconds timeout, Done done, Fail fail) {
+            std::chrono::milliseconds timeout, Done done, Fail fail, gather_stream stream = {}) {
   struct pending;
   using pending_ptr = std::shared_ptr<pending>;
   struct pending {
@@ -41,13 +52,24 @@ void gather(Self* self, Atom atom, std::vector<wire_request<Handle, Atom>> reque
     bool failed = false;
     Done done;
     Fail fail;
+    gather_stream stream;
+    std::vector<wire_request<Handle, Atom>> requests;  ///< those from `next` on not sent yet
+    size_t next = 0;
     // Takes the pending state as an argument: stored in it, it must not own it.
     std::function<void(const pending_ptr&, size_t, const Handle&, int, wire_message, int)> send;
   };
-  auto p = std::make_shared<pending>(
-      pending{{}, requests.size(), false, std::move(done), std::move(fail), {}});
-  p->replies.resize(requests.size());
-  if (requests.empty()) {
+  const size_t n = requests.size();
+  auto p = std::make_shared<pending>(pending{{},
+                                             n,
+                                             false,
+                                             std::move(done),
+                                             std::move(fail),
+                                             std::move(stream),
+                                             std::move(requests),
+                                             0,
+                                             {}});
+  if (!p->stream.each) p->replies.resize(n);
+  if (n == 0) {
     p->done(p->replies);
     return;
   }
@@ -81,8 +103,22 @@ void gather(Self* self, Atom atom, std::vector<wire_request<Handle, Atom>> reque
                   actor_error(actor_errc::damaged, "a damaged reply (its CRC-32 does not match)"));
         return;
       }
-      p->replies[i] = std::move(reply);
-      if (--p->left == 0) p->done(p->replies);
+      if (p->stream.each) {
+        try {
+          p->stream.each(i, reply);
+        } catch (const std::exception& e) {
+          fail_with(*p, i, actor_error(actor_errc::rejected, e.what()));
+          return;
+        }
+      } else {
+        p->replies[i] = std::move(reply);
+      }
+      if (--p->left == 0) {
+        p->done(p->replies);
+      } else if (p->next < p->requests.size()) {
+        auto& r = p->requests[p->next];
+        p->send(p, p->next++, r.to, r.part, std::move(r.msg), 1);
+      }
     };
     auto on_error = [self, p, i, to, part, attempt, pristine, fail_with](caf::error& err) {
       if (p->failed) return;
@@ -118,8 +154,11 @@ void gather(Self* self, Atom atom, std::vector<wire_request<Handle, Atom>> reque
       }
     }
   };
-  for (size_t i = 0; i < requests.size(); ++i)
-    p->send(p, i, requests[i].to, requests[i].part, std::move(requests[i].msg), 1);
+  const size_t first = p->stream.window == 0 ? n : std::min(n, p->stream.window);
+  while (p->next < first) {
+    auto& r = p->requests[p->next];
+    p->send(p, p->next++, r.to, r.part, std::move(r.msg), 1);
+  }
 }
 
 }  // namespace degnn

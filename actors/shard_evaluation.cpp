@@ -52,7 +52,9 @@ caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) 
   const bool keep_features = setup && layer == 1;
   const bool quantized = setup && layer > 1 && st.settings.setup == history_setup::quantized;
   const auto bits = static_cast<std::uint8_t>(quantized ? st.settings.history_bits : 32);
-  owner_groups groups = group_by_owner(*st.book, part.halo, part.part);
+  const auto width = static_cast<std::size_t>(layer_rows(st, layer - 1).cols());
+  owner_groups groups = split_groups(group_by_owner(*st.book, part.halo, part.part),
+                                     rows_per_message(st.settings, width * sizeof(float)));
   std::vector<wire_request<shard_actor, halo_atom>> requests;
   std::vector<std::vector<size_t>> positions;
   for (size_t r = 0; r < groups.owners.size(); ++r) {

@@ -114,7 +114,9 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
   std::vector<wire_request<store_actor, get_atom>> requests;
   std::vector<wire::embedding_get> asks;
   std::vector<int> owners;  ///< per request
-  const owner_groups groups = group_by_owner(*st.book, part.halo, part.part);
+  const owner_groups groups = split_groups(
+      group_by_owner(*st.book, part.halo, part.part),
+      rows_per_message(st.settings, static_cast<std::size_t>(level_width(st, 0)) * sizeof(float)));
   for (size_t r = 0; r < groups.owners.size() && !st.halo_features_loaded; ++r) {
     const int q = groups.owners[r];
     wire::embedding_get req{.h = {c.h.step, part.part}, .layer = 0};
@@ -126,30 +128,36 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
     asks.push_back(std::move(req));
     owners.push_back(q);
   }
+  // A few chunks out at a time, each stored as it comes: the whole halo's rows are never held
+  // twice (a 10M-node graph's are gigabytes per shard).
   auto rp = self->make_response_promise<wire_message>();
-  gather(
-      self, get_atom_v, std::move(requests), st.settings.timeout,
-      [self, rp, asks = std::move(asks),
-       step = c.h.step](std::vector<wire_message>& replies) mutable {
+  gather_stream stream{
+      .window = 4,
+      .each = [self, asks = std::move(asks), step = c.h.step](std::size_t r, wire_message& reply) {
         auto& st = self->state;
         try {
-          for (size_t r = 0; r < replies.size(); ++r)
-            store_answer(st, asks[r], wire::decode_embedding_rows(st.ctx, replies[r].bytes), step);
-          st.halo_features_loaded = true;
-          st.history_ready = true;
-          auto msg = result_message(st, step);
-          count(st, kCoordinatorPart, msg);
-          rp.deliver(std::move(msg));
-        } catch (const std::exception& e) {
+          store_answer(st, asks[r], wire::decode_embedding_rows(st.ctx, reply.bytes), step);
+        } catch (const std::exception&) {
           ++st.rejected;
-          rp.deliver(as_error(st, actor_errc::rejected, std::string("halo refresh: ") + e.what()));
+          throw;
         }
+      }};
+  gather(
+      self, get_atom_v, std::move(requests), st.settings.timeout,
+      [self, rp, step = c.h.step](std::vector<wire_message>&) mutable {
+        auto& st = self->state;
+        st.halo_features_loaded = true;
+        st.history_ready = true;
+        auto msg = result_message(st, step);
+        count(st, kCoordinatorPart, msg);
+        rp.deliver(std::move(msg));
       },
       [self, rp, owners = std::move(owners)](std::size_t r, const caf::error& err) mutable {
         rp.deliver(as_error(self->state, actor_errc::peer_failed,
                             "halo refresh from partition " + std::to_string(owners[r]) +
                                 " failed: " + caf::to_string(err)));
-      });
+      },
+      std::move(stream));
   return rp;
 }
 

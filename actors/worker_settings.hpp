@@ -2,7 +2,9 @@
 // the runtime from the training settings; every worker of a run has the same.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,6 +43,8 @@ struct worker_settings {
   std::chrono::milliseconds timeout{60000};  ///< every request's limit
   int history_bits = 8;                      ///< 32 (off), 16, 8, 4 or 2 bits per historical value
   history_setup setup = history_setup::exact;
+  /// Rows per halo or feature message are capped near this many payload bytes (tests lower it).
+  std::size_t max_row_payload_bytes = std::size_t{32} << 20;
   bool stochastic_rounding = false;
   /// A halo row used at step t was confirmed current by its owner at a step > t - staleness.
   int staleness = 1;
@@ -63,6 +67,11 @@ struct worker_settings {
   /// The level the shards' partial sums are at: h^(top) of the neighbours, top = layers - 1.
   int top_level() const { return static_cast<int>(fanouts.size()) - 1; }
 };
+
+/// Rows of row_bytes each that fit s.max_row_payload_bytes (at least one).
+inline std::size_t rows_per_message(const worker_settings& s, std::size_t row_bytes) {
+  return std::max<std::size_t>(1, s.max_row_payload_bytes / std::max<std::size_t>(1, row_bytes));
+}
 
 /// A new replica, restored to `start` when the run resumes.
 inline std::unique_ptr<model_replica> make_replica(const replica_config& c,

@@ -1,6 +1,7 @@
 // Builds the global <-> local id maps of a partition book with one counting sort over the owners.
 #include "model/partition_book.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -81,6 +82,22 @@ owner_groups group_by_owner(const partition_book& book, std::span<const node_id>
     if (by_part[q].empty()) continue;
     out.owners.push_back(static_cast<std::int32_t>(q));
     out.positions.push_back(std::move(by_part[q]));
+  }
+  return out;
+}
+
+owner_groups split_groups(owner_groups groups, std::size_t max_positions) {
+  if (max_positions == 0) throw std::invalid_argument("split_groups: max_positions is 0");
+  owner_groups out;
+  out.own = std::move(groups.own);
+  for (std::size_t g = 0; g < groups.owners.size(); ++g) {
+    const auto& pos = groups.positions[g];
+    for (std::size_t begin = 0; begin < pos.size(); begin += max_positions) {
+      const std::size_t end = std::min(pos.size(), begin + max_positions);
+      out.owners.push_back(groups.owners[g]);
+      out.positions.emplace_back(pos.begin() + static_cast<std::ptrdiff_t>(begin),
+                                 pos.begin() + static_cast<std::ptrdiff_t>(end));
+    }
   }
   return out;
 }

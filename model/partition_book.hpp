@@ -66,5 +66,8 @@ struct owner_groups {
 };
 owner_groups group_by_owner(const partition_book& book, std::span<const node_id> nodes,
                             int self_part);
+/// The same groups with none longer than max_positions (>= 1): a longer one becomes several
+/// consecutive groups of the same owner, in order.
+owner_groups split_groups(owner_groups groups, std::size_t max_positions);
 
 }  // namespace degnn

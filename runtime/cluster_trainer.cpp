@@ -49,6 +49,7 @@ worker_settings make_worker_settings(const train_settings& s) {
       .timeout = std::chrono::milliseconds(1000LL * s.timeout_s),
       .history_bits = s.history_bits,
       .setup = s.history_setup == "quantized" ? history_setup::quantized : history_setup::exact,
+      .max_row_payload_bytes = s.max_row_payload_bytes,
       .stochastic_rounding = s.stochastic_rounding,
       .staleness = s.staleness,
       .fusion = s.fusion,

@@ -445,6 +445,40 @@ TEST(DecentralizedPipeline, QuantizedSetUpSendsHiddenHaloRowsAtTheHistoryBits) {
   EXPECT_EQ(quantized.traffic.rejected, 0u);
 }
 
+// A graph whose halo rows from one partition exceed a message's cap (a 10M-node graph's were
+// 795 MB, past Cap'n Proto's 512 MiB per Data field) sends them in several messages: the same run.
+TEST(DecentralizedPipeline, RowMessagesSplitAtTheCapGiveTheSameRun) {
+  // At 2 layers the set-up's features come from the stores, a few chunks out at a time.
+  for (const auto& [pipeline, layers] : std::vector<std::pair<std::string, int>>{
+           {"centralized", 3}, {"decentralized", 3}, {"decentralized", 2}}) {
+    SCOPED_TRACE(pipeline + " " + std::to_string(layers));
+    train_settings s = settings(pipeline, 4, layers);
+    s.epochs = 1;
+    s.max_batches = 2;
+    s.eval_every = 1;  // the evaluation's halo rows too
+    loss_trace whole_losses, split_losses;
+    const cluster_result whole = run(s, &whole_losses);
+    s.max_row_payload_bytes = 3 * static_cast<std::size_t>(cora().num_features()) * 4;  // 3 rows
+    const cluster_result split = run(s, &split_losses);
+    EXPECT_EQ(split_losses.losses, whole_losses.losses);
+    EXPECT_EQ(split.parameters, whole.parameters);
+    EXPECT_EQ(split.traffic.rejected, 0u);
+    const auto msgs = [](const cluster_result& r, wire::kind k) {
+      return r.traffic.sent.messages[static_cast<size_t>(k)];
+    };
+    // At most 3 feature rows per halo response: the first layer's responses alone are more
+    // than the halo's rows over 3.
+    EXPECT_GE(msgs(split, wire::kind::halo_response), halo_rows(s) / 3);
+    EXPECT_GT(msgs(split, wire::kind::halo_response), msgs(whole, wire::kind::halo_response));
+    if (pipeline == "centralized") {
+      EXPECT_GT(msgs(split, wire::kind::feature_response),
+                msgs(whole, wire::kind::feature_response));
+    } else {
+      EXPECT_GT(split.init_bytes, whole.init_bytes);  // more message framing, same rows
+    }
+  }
+}
+
 class TrafficRatio : public ::testing::TestWithParam<int> {};
 
 TEST_P(TrafficRatio, DecentralizedSendsFarFewerBytesThanCentralized) {

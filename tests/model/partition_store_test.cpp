@@ -352,3 +352,19 @@ TEST(PartitionStore, ReportsAMissingPartitionDirectory) {
   EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
   EXPECT_THROW(load_partition(w.dir.path, 4), std::invalid_argument);
 }
+
+// Rows per message are capped: a long group of one owner becomes consecutive groups, in order.
+TEST(PartitionBook, SplitGroupsCapsEachGroupAndKeepsTheOrder) {
+  const partition_book book({0, 1, 1, 2, 1, 0, 1, 2}, 3);
+  const std::vector<node_id> nodes = {1, 2, 4, 6, 3, 7, 0};
+  const owner_groups whole = group_by_owner(book, nodes, 0);
+  const owner_groups split = split_groups(whole, 3);
+  EXPECT_EQ(split.own, whole.own);
+  EXPECT_EQ(split.owners, (std::vector<std::int32_t>{1, 1, 2}));
+  ASSERT_EQ(split.positions.size(), 3u);
+  EXPECT_EQ(split.positions[0], (std::vector<std::size_t>{0, 1, 2}));
+  EXPECT_EQ(split.positions[1], (std::vector<std::size_t>{3}));
+  EXPECT_EQ(split.positions[2], (std::vector<std::size_t>{4, 5}));
+  EXPECT_EQ(split_groups(whole, 100).positions, whole.positions);
+  EXPECT_THROW(split_groups(whole, 0), std::invalid_argument);
+}
