@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Issue 3's speed goal: `degnn bench train` (synthetic 1M nodes, ~20M in-edges, fanouts 10,25,
-# hidden 128, batch 1024, GraphSAGE-mean) against scripts/torch_reference.py, the same training in
-# plain PyTorch on the CPU, same machine, one after the other. Prints both JSON lines and the ratio
-# of median epoch times (torch / degnn; the goal is >= 2).
+# Issue 15 target 1: `degnn bench train` (synthetic 1M nodes, ~20M in-edges, fanouts 10,25,
+# hidden 128, batch 1024, GraphSAGE-mean) against the same training in PyTorch on the CPU, same
+# machine, one after the other: the tuned version (scripts/torch_tuned.py: vectorised Floyd
+# sampler, embedding_bag aggregation, a prefetching thread, OpenBLAS, jemalloc), each of its
+# tunings turned off one at a time, and the plain version (scripts/torch_reference.py, Debian's
+# reference BLAS, glibc malloc). Prints every JSON line, then a table of median epoch times and the
+# ratio to degnn (the goal: degnn at least 2x faster than the tuned version).
 #
-# Usage (after a build; needs Debian's python3-torch and python3-numpy):
-#     scripts/bench_vs_torch.sh                    # 3 full epochs each
-#     EPOCHS=3 MAX_BATCHES=20 scripts/bench_vs_torch.sh   # the same first 20 batches' count per epoch
+# Usage (after a build; installs Debian's python3-torch, OpenBLAS and jemalloc when missing):
+#     scripts/bench_vs_torch.sh                          # 3 full epochs each
+#     EPOCHS=3 MAX_BATCHES=20 scripts/bench_vs_torch.sh   # the first 20 batches of each epoch
 # The first run generates the graph (~30 s) and the torch side's .npy cache (a few minutes); neither
-# is timed. Run it on an otherwise idle machine: both sides use 2 threads.
+# is timed. Run it on an otherwise idle machine: every side uses 2 threads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEGNN=${DEGNN:-build/runtime/degnn}
@@ -17,20 +20,52 @@ EPOCHS=${EPOCHS:-3}
 MAX_BATCHES=${MAX_BATCHES:-0}
 WORK=${WORK:-/tmp/degnn-bench}
 DATA=$WORK/synth-1000000-10000000-128
+lib=/usr/lib/x86_64-linux-gnu
+missing=()
+"$PYTHON" -c 'import torch, numpy' 2>/dev/null || missing+=(python3-torch python3-numpy)
+[ -e $lib/openblas-pthread/libblas.so.3 ] || missing+=(libopenblas0-pthread)
+[ -e $lib/libjemalloc.so.2 ] || missing+=(libjemalloc2)
+[ -e $lib/blas/libblas.so.3 ] || missing+=(libblas3)
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
+fi
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
 
-degnn_json=$("$DEGNN" bench train --epochs "$EPOCHS" --max-batches "$MAX_BATCHES" --work "$WORK" |
-  grep '^{')
-echo "$degnn_json"
-torch_json=$("$PYTHON" scripts/torch_reference.py --data "$DATA" --epochs "$EPOCHS" \
-  --max-batches "$MAX_BATCHES" | grep '^{')
-echo "$torch_json"
-"$PYTHON" - "$degnn_json" "$torch_json" <<'EOF'
+"$DEGNN" bench train --epochs "$EPOCHS" --max-batches "$MAX_BATCHES" --work "$WORK" | grep '^{' |
+  sed 's/^{/{"row":"degnn bench train",/' | tee -a "$out"
+# torch ROW BLAS MALLOC SCRIPT [options]: BLAS reference|openblas, MALLOC glibc|jemalloc; the
+# library path picks the BLAS whatever the system's alternative says.
+torch() {
+  local row=$1 blas=$2 malloc=$3 script=$4; shift 4
+  local dir=$lib/blas preload=""
+  [ "$blas" = openblas ] && dir=$lib/openblas-pthread
+  [ "$malloc" = jemalloc ] && preload=$lib/libjemalloc.so.2
+  LD_LIBRARY_PATH=$dir LD_PRELOAD=$preload DEGNN_TORCH_BLAS=$blas DEGNN_TORCH_MALLOC=$malloc \
+    "$PYTHON" "scripts/$script" --data "$DATA" --epochs "$EPOCHS" --max-batches "$MAX_BATCHES" "$@" |
+    grep '^{' | sed "s/^{/{\"row\":\"$row\",\"blas\":\"$blas\",\"malloc\":\"$malloc\",/" | tee -a "$out"
+}
+torch "torch tuned" openblas jemalloc torch_tuned.py
+torch "tuned, sort-key sampler" openblas jemalloc torch_tuned.py --sampler sort
+torch "tuned, index_add aggregation" openblas jemalloc torch_tuned.py --aggregate add
+torch "tuned, no prefetch thread" openblas jemalloc torch_tuned.py --prefetch 0
+torch "tuned, reference BLAS" reference jemalloc torch_tuned.py
+torch "tuned, glibc malloc" openblas glibc torch_tuned.py
+torch "torch plain" reference glibc torch_reference.py
+"$PYTHON" - "$out" <<'PY'
 import json, sys
-d, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-r = t["median_epoch_s"] / d["median_epoch_s"]
-print(f"median epoch: degnn {d['median_epoch_s']:.3f} s, torch {t['median_epoch_s']:.3f} s "
-      f"({t['batches_per_epoch']} batches/epoch, torch {t['torch']}, {t['threads']} threads): "
-      f"degnn is {r:.2f}x faster (goal >= 2x): {'met' if r >= 2 else 'NOT met'}")
-print(json.dumps({"bench": "train_vs_torch", "degnn_median_epoch_s": d["median_epoch_s"],
-                  "torch_median_epoch_s": t["median_epoch_s"], "ratio": round(r, 3)}))
-EOF
+rows = [json.loads(l) for l in open(sys.argv[1])]
+d = rows[0]["median_epoch_s"]
+print(f"| version | median epoch s | vs degnn ({d:.2f} s) |")
+print("| --- | ---: | ---: |")
+for r in rows:
+    t = r["median_epoch_s"]
+    print(f"| {r['row']} | {t:.2f} | {t / d:.2f}x |")
+tuned = rows[1]["median_epoch_s"]
+print(f"degnn is {tuned / d:.2f}x the tuned version's speed (goal >= 2x): "
+      f"{'met' if tuned / d >= 2 else 'NOT met'}")
+print(json.dumps({"bench": "train_vs_torch", "degnn_median_epoch_s": d,
+                  "torch_tuned_median_epoch_s": tuned,
+                  "torch_plain_median_epoch_s": rows[-1]["median_epoch_s"],
+                  "ratio_tuned": round(tuned / d, 3)}))
+PY
