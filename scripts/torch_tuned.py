@@ -14,8 +14,9 @@ can be turned off, so its share can be measured one at a time:
   --prefetch 2         a background thread samples and gathers the next batches (a bounded queue
                        of 2) while the main thread computes                       [off: --prefetch 0]
   BLAS and malloc are chosen outside Python, by scripts/bench_vs_torch.sh: OpenBLAS instead of
-  Debian's reference BLAS (LD_LIBRARY_PATH), and jemalloc (LD_PRELOAD) so that batch tensors are
-  not mapped and unmapped every batch.
+  Debian's reference BLAS (LD_LIBRARY_PATH); jemalloc (LD_PRELOAD), meant to keep batch tensors
+  from being mapped and unmapped every batch, measured slower than glibc's malloc on this
+  machine, so the tuned row keeps glibc's and jemalloc is a row of its own.
 
 Both samplers keep a reusable global-to-local id array (reset after use) for relabelling. Loading
 (numpy, cached as .npy beside the dataset by the reference) is not timed. An epoch is timed from
