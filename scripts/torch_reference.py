@@ -114,7 +114,11 @@ class Sampler:
         picked_row = row[keep]
         picked = self.indices[(start[row] + pos)[order][keep]]
         count = torch.clamp(deg, max=k)
-        # Relabel: destinations take locals 0..num_dst-1, new sources follow.
+        src_nodes, picked_local = self.relabel(dst, picked)
+        return src_nodes, picked_row, picked_local, count
+
+    def relabel(self, dst, picked):
+        """Destinations take locals 0..num_dst-1, new sources follow; (sources, picks' locals)."""
         nd = len(dst)
         self.local[dst] = torch.arange(nd)
         new = torch.unique(picked[self.local[picked] < 0])
@@ -122,13 +126,13 @@ class Sampler:
         src_nodes = torch.cat([dst, new])
         picked_local = self.local[picked]
         self.local[src_nodes] = -1
-        return src_nodes, picked_row, picked_local, count
+        return src_nodes, picked_local
 
     def sample(self, seeds, fanouts):
         blocks, frontier = [], seeds
         for k in fanouts:  # seed-first: the first fanout builds the last block
-            src_nodes, dst_idx, src_idx, count = self.sample_layer(frontier, k)
-            blocks.insert(0, (len(frontier), dst_idx, src_idx, count))
+            src_nodes, *block = self.sample_layer(frontier, k)
+            blocks.insert(0, (len(frontier), *block))
             frontier = src_nodes
         return frontier, blocks  # frontier = input nodes of the first block
 

@@ -42,12 +42,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_reference import SAGE, Sampler, load_dataset  # noqa: E402  (the plain version's parts)
 
 
-class FloydSampler:
-    """Uniform picks without replacement, every row of a frontier at once; blocks as CSR."""
-
-    def __init__(self, indptr, indices, num_nodes):
-        self.indptr, self.indices = indptr, indices
-        self.local = torch.full((num_nodes,), -1, dtype=torch.int64)  # global -> local, reset after use
+class FloydSampler(Sampler):
+    """Uniform picks without replacement, every row of a frontier at once; blocks as CSR
+    (number of destinations, picks' local ids, offsets per destination, counts)."""
 
     def sample_layer(self, dst, k):
         start = self.indptr[dst]
@@ -75,23 +72,8 @@ class FloydSampler:
                 picks[:, j] = t
             pos[(offsets[some].unsqueeze(1) + torch.arange(k)).reshape(-1)] = (
                 start[some].unsqueeze(1) + picks).reshape(-1)
-        picked = self.indices[pos]
-        nd = len(dst)
-        self.local[dst] = torch.arange(nd)
-        new = torch.unique(picked[self.local[picked] < 0])
-        self.local[new] = torch.arange(nd, nd + len(new))
-        src_nodes = torch.cat([dst, new])
-        picked_local = self.local[picked]
-        self.local[src_nodes] = -1
+        src_nodes, picked_local = self.relabel(dst, self.indices[pos])
         return src_nodes, picked_local, offsets, count
-
-    def sample(self, seeds, fanouts):
-        blocks, frontier = [], seeds
-        for k in fanouts:  # seed-first: the first fanout builds the last block
-            src_nodes, src_idx, offsets, count = self.sample_layer(frontier, k)
-            blocks.insert(0, (len(frontier), src_idx, offsets, count))
-            frontier = src_nodes
-        return frontier, blocks
 
 
 def to_csr_block(block):
