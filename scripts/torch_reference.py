@@ -166,8 +166,9 @@ class SAGE(nn.Module):
         return h
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def bench_arguments(description):
+    """The options both PyTorch versions share (those of `degnn bench train`)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--data", default="/tmp/degnn-bench/synth-1000000-10000000-128")
     ap.add_argument("--fanouts", default="10,25")
     ap.add_argument("--hidden", type=int, default=128)
@@ -175,7 +176,11 @@ def main():
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--max-batches", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
+    return ap
+
+
+def main():
+    args = bench_arguments(__doc__.split("\n")[0]).parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
 

@@ -25,7 +25,6 @@ JSON line at the end: {"bench":"train_torch_tuned", ..., "median_epoch_s": ...}.
 
     /usr/bin/python3 scripts/torch_tuned.py [--data DIR] [--epochs 3] [--max-batches 0]
 """
-import argparse
 import json
 import os
 import queue
@@ -39,7 +38,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_reference import SAGE, Sampler, load_dataset  # noqa: E402  (the plain version's parts)
+from torch_reference import SAGE, Sampler, bench_arguments, load_dataset  # noqa: E402
 
 
 class FloydSampler(Sampler):
@@ -105,14 +104,7 @@ class BagSAGE(SAGE):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default="/tmp/degnn-bench/synth-1000000-10000000-128")
-    ap.add_argument("--fanouts", default="10,25")
-    ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--batch-size", type=int, default=1024)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--max-batches", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=2)
+    ap = bench_arguments(__doc__.split("\n")[0])
     ap.add_argument("--sampler", choices=["floyd", "sort"], default="floyd")
     ap.add_argument("--aggregate", choices=["bag", "add"], default="bag")
     ap.add_argument("--prefetch", type=int, default=2, help="batches sampled ahead (0: none)")
