@@ -70,8 +70,8 @@ void init_history(self_ptr self, caf::typed_response_promise<bool> rp, fail_fn f
         control_messages(st, {.h = {step, 0}, .what = wire::control_kind::init_history}),
         "init history",
         [self, rp, fail, step](std::vector<wire_message>&) mutable {
-          // The initial history rows, and the halo's features where the set-up brought none
-          // and steps do not pull them on first use.
+          // Each shard put its initial history rows into its own store; now the halo's
+          // features, where the set-up pass brought none (below 3 layers).
           auto& st = self->state;
           all(
               self, st.shards, refresh_atom_v,
