@@ -34,12 +34,12 @@ prepared_batch prepare_batch(neighbor_sampler& sampler, const dataset& d,
 
 batch_prefetcher::batch_prefetcher(const dataset& d, std::vector<int> fanouts, std::uint64_t seed,
                                    std::vector<job> jobs, std::size_t depth)
-    : d_(d),
-      fanouts_(std::move(fanouts)),
-      seed_(seed),
-      jobs_(std::move(jobs)),
-      depth_(std::max<std::size_t>(depth, 1)),
-      worker_([this] { run(); }) {}
+    : d_(d), fanouts_(std::move(fanouts)), seed_(seed), jobs_(std::move(jobs)), depth_(depth) {
+  if (depth_ == 0)
+    sampler_ = std::make_unique<neighbor_sampler>(d_.graph);
+  else
+    worker_ = std::thread([this] { run(); });
+}
 
 batch_prefetcher::~batch_prefetcher() {
   {
@@ -47,7 +47,7 @@ batch_prefetcher::~batch_prefetcher() {
     stop_ = true;
   }
   changed_.notify_all();
-  worker_.join();
+  if (worker_.joinable()) worker_.join();
 }
 
 void batch_prefetcher::run() {
@@ -77,6 +77,10 @@ void batch_prefetcher::run() {
 
 prepared_batch batch_prefetcher::next() {
   if (taken_ >= jobs_.size()) throw std::out_of_range("batch_prefetcher: no job left");
+  if (depth_ == 0) {
+    const job& j = jobs_[taken_++];
+    return prepare_batch(*sampler_, d_, j.seeds, fanouts_, seed_, j.step);
+  }
   std::unique_lock lock(mutex_);
   // An error ends the queue: batches prepared before it are still handed out in order.
   changed_.wait(lock, [&] { return !ready_.empty() || error_; });

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <thread>
@@ -42,7 +43,8 @@ class batch_prefetcher {
     std::uint64_t step = 0;
   };
 
-  /// Starts preparing `jobs` in order, at most `depth` ahead of next(). d must outlive this.
+  /// Starts preparing `jobs` in order, at most `depth` ahead of next(); depth 0: no thread, next()
+  /// prepares each batch itself (the same batches). d must outlive this.
   batch_prefetcher(const dataset& d, std::vector<int> fanouts, std::uint64_t seed,
                    std::vector<job> jobs, std::size_t depth = 1);
   ~batch_prefetcher();  ///< stops the thread (a batch being sampled is finished first)
@@ -61,14 +63,15 @@ class batch_prefetcher {
   std::uint64_t seed_;
   std::vector<job> jobs_;
   std::size_t depth_;
-  std::size_t taken_ = 0;  ///< jobs handed out by next()
+  std::size_t taken_ = 0;                      ///< jobs handed out by next()
+  std::unique_ptr<neighbor_sampler> sampler_;  ///< depth 0: next()'s own
 
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<prepared_batch> ready_;
   std::exception_ptr error_;
   bool stop_ = false;
-  std::thread worker_;  ///< last: starts once every member above exists
+  std::thread worker_;  ///< started in the constructor's body, once every member exists
 };
 
 }  // namespace degnn

@@ -57,14 +57,18 @@ torch "torch plain" reference glibc torch_reference.py
 "$PYTHON" - "$out" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-d = rows[0]["median_epoch_s"]
-print(f"| version | median epoch s | vs degnn ({d:.2f} s) |")
+# DEGNN twice: the serial loop (what `degnn train` runs below 4 cores) and the prefetching one.
+serial = dict(rows[0], row="degnn bench train, serial loop", median_epoch_s=rows[0]["median_epoch_serial_s"])
+rows[0]["row"] = "degnn bench train, prefetching loop"
+rows.insert(0, serial)
+d = min(rows[0]["median_epoch_s"], rows[1]["median_epoch_s"])
+print(f"| version | median epoch s | vs degnn's faster loop ({d:.2f} s) |")
 print("| --- | ---: | ---: |")
 for r in rows:
     t = r["median_epoch_s"]
     print(f"| {r['row']} | {t:.2f} | {t / d:.2f}x |")
-tuned = rows[1]["median_epoch_s"]
-print(f"degnn is {tuned / d:.2f}x the tuned version's speed (goal >= 2x): "
+tuned = rows[2]["median_epoch_s"]
+print(f"degnn (its faster loop here) is {tuned / d:.2f}x the tuned version's speed (goal >= 2x): "
       f"{'met' if tuned / d >= 2 else 'NOT met'}")
 print(json.dumps({"bench": "train_vs_torch", "degnn_median_epoch_s": d,
                   "torch_tuned_median_epoch_s": tuned,

@@ -19,14 +19,17 @@ const dataset& cora() {
 
 }  // namespace
 
-TEST(BatchPrefetcher, HandsOutExactlyTheBatchesTheLoopWouldMakeInOrder) {
+class BatchPrefetcherDepth : public ::testing::TestWithParam<std::size_t> {};
+
+// Depth 0 prepares each batch in next() itself, on the caller's thread: the same batches.
+TEST_P(BatchPrefetcherDepth, HandsOutExactlyTheBatchesTheLoopWouldMakeInOrder) {
   const dataset& d = cora();
   const std::vector<int> fanouts = {5, 10};
   const auto batches = make_batches(d.train, 16, 3, 0);
   std::vector<batch_prefetcher::job> jobs;
   for (size_t i = 0; i < batches.size(); ++i)
     jobs.push_back({batches[i], 100 + i});
-  batch_prefetcher prefetch(d, fanouts, 3, jobs, 2);
+  batch_prefetcher prefetch(d, fanouts, 3, jobs, GetParam());
   neighbor_sampler sampler(d.graph);
   for (size_t i = 0; i < batches.size(); ++i) {
     const prepared_batch p = prefetch.next();
@@ -45,6 +48,9 @@ TEST(BatchPrefetcher, HandsOutExactlyTheBatchesTheLoopWouldMakeInOrder) {
   }
   EXPECT_THROW(prefetch.next(), std::out_of_range);
 }
+
+INSTANTIATE_TEST_SUITE_P(BatchPrefetcher, BatchPrefetcherDepth, ::testing::Values(0, 1, 2),
+                         [](const auto& info) { return "Depth" + std::to_string(info.param); });
 
 TEST(BatchPrefetcher, AnErrorReachesNextAfterTheBatchesBeforeIt) {
   const dataset& d = cora();
