@@ -21,9 +21,12 @@ prepared_batch prepare_batch(neighbor_sampler& sampler, const dataset& d,
   if (d.sparse_features) {
     p.xs = gather_rows(*d.sparse_features, inputs);
   } else {
-    p.x.resize(static_cast<Eigen::Index>(inputs.size()), d.features.cols());
-    for (size_t r = 0; r < inputs.size(); ++r)
-      p.x.row(static_cast<Eigen::Index>(r)) = d.features.row(inputs[r]);
+    const auto n = static_cast<std::int64_t>(inputs.size());
+    p.x.resize(n, d.features.cols());
+    // Random reads of whole rows: threads overlap their memory latency.
+#pragma omp parallel for schedule(static) if (n >= 4096)
+    for (std::int64_t r = 0; r < n; ++r)
+      p.x.row(r) = d.features.row(inputs[static_cast<size_t>(r)]);
   }
   p.labels.resize(seeds.size());
   for (size_t r = 0; r < seeds.size(); ++r)
