@@ -5,7 +5,7 @@
 # sampler, embedding_bag aggregation, a prefetching thread, OpenBLAS), each of its tunings turned
 # off one at a time, jemalloc in place of glibc's malloc, and the plain version (scripts/torch_reference.py, Debian's
 # reference BLAS, glibc malloc). Prints every JSON line, then a table of median epoch times and the
-# ratio to degnn (the goal: degnn at least 2x faster than the tuned version).
+# ratio of the fastest PyTorch row to degnn's faster loop (the goal: at least 2).
 #
 # Usage (after a build; installs Debian's python3-torch, OpenBLAS and jemalloc when missing):
 #     scripts/bench_vs_torch.sh                          # 3 full epochs each
@@ -45,8 +45,8 @@ torch() {
     "$PYTHON" "scripts/$script" --data "$DATA" --epochs "$EPOCHS" --max-batches "$MAX_BATCHES" "$@" |
     grep '^{' | sed "s/^{/{\"row\":\"$row\",\"blas\":\"$blas\",\"malloc\":\"$malloc\",/" | tee -a "$out"
 }
-# glibc's malloc, not jemalloc, in the tuned row: jemalloc measured slower here (7.45 against
-# 6.63 s per epoch), and the baseline is the fastest version found.
+# glibc's malloc in the tuned row and jemalloc in a row of its own: neither was reliably faster
+# here (four runs), so the comparison at the end is with the fastest row of the run.
 torch "torch tuned" openblas glibc torch_tuned.py
 torch "tuned, sort-key sampler" openblas glibc torch_tuned.py --sampler sort
 torch "tuned, index_add aggregation" openblas glibc torch_tuned.py --aggregate add
@@ -67,11 +67,15 @@ print("| --- | ---: | ---: |")
 for r in rows:
     t = r["median_epoch_s"]
     print(f"| {r['row']} | {t:.2f} | {t / d:.2f}x |")
-tuned = rows[2]["median_epoch_s"]
-print(f"degnn (its faster loop here) is {tuned / d:.2f}x the tuned version's speed (goal >= 2x): "
-      f"{'met' if tuned / d >= 2 else 'NOT met'}")
+# The baseline is the fastest PyTorch row of this run, whichever tuning it has: the rows differ
+# by noise too (the tuned row and the jemalloc one swapped places between runs).
+torch_rows = [r for r in rows[2:] if r["row"] != "torch plain"]
+best = min(torch_rows, key=lambda r: r["median_epoch_s"])
+tuned = best["median_epoch_s"]
+print(f"degnn (its faster loop here) is {tuned / d:.2f}x the fastest PyTorch version's speed "
+      f"({best['row']}, goal >= 2x): {'met' if tuned / d >= 2 else 'NOT met'}")
 print(json.dumps({"bench": "train_vs_torch", "degnn_median_epoch_s": d,
-                  "torch_tuned_median_epoch_s": tuned,
+                  "torch_fastest_median_epoch_s": tuned, "torch_fastest": best["row"],
                   "torch_plain_median_epoch_s": rows[-1]["median_epoch_s"],
                   "ratio_tuned": round(tuned / d, 3)}))
 PY

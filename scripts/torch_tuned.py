@@ -15,8 +15,9 @@ can be turned off, so its share can be measured one at a time:
                        of 2) while the main thread computes                       [off: --prefetch 0]
   BLAS and malloc are chosen outside Python, by scripts/bench_vs_torch.sh: OpenBLAS instead of
   Debian's reference BLAS (LD_LIBRARY_PATH); jemalloc (LD_PRELOAD), meant to keep batch tensors
-  from being mapped and unmapped every batch, measured slower than glibc's malloc on this
-  machine, so the tuned row keeps glibc's and jemalloc is a row of its own.
+  from being mapped and unmapped every batch, was not reliably faster than glibc's malloc on this
+  machine (7.04-7.60 s against 6.63-8.17 s per epoch over four runs), so the tuned row keeps
+  glibc's, jemalloc is a row of its own, and the bench compares with the fastest row.
 
 Both samplers keep a reusable global-to-local id array (reset after use) for relabelling. Loading
 (numpy, cached as .npy beside the dataset by the reference) is not timed. An epoch is timed from
