@@ -78,9 +78,9 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
     rec.loss = rec.seeds ? loss_sum / rec.seeds : 0;
     rec.train_acc = rec.seeds ? static_cast<double>(correct) / rec.seeds : 0;
     rec.epoch_s = epoch_clock.seconds();
-    // Sampling and the feature gather run in the background (prepare_s); what the loop waited
-    // for them is the first part.
-    rec.split = {{"waiting for batches", rec.sample_s},
+    // Sampling and the feature gather: in turn, or in the background (prepare_s), where what the
+    // loop waited for them is the first part.
+    rec.split = {{prefetch_depth == 0 ? "sample+gather" : "waiting for batches", rec.sample_s},
                  {"compute", rec.compute_s},
                  {"other", std::max(0.0, rec.epoch_s - rec.sample_s - rec.compute_s)}};
     if (s.eval_every > 0 && ((epoch + 1) % s.eval_every == 0 || epoch + 1 == s.epochs)) {
