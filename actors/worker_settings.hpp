@@ -27,6 +27,10 @@ struct replica_start {
   adam_state optimizer;
 };
 
+/// Default cap on one halo or feature message's row payload: far below Cap'n Proto's 512 MiB
+/// limit on one Data field (a 10M-node graph's halo feature rows from one partition were 795 MB).
+inline constexpr std::size_t kMaxRowPayloadBytes = std::size_t{32} << 20;
+
 /// How the decentralized history is set up before the first step (DESIGN.md section 2): a
 /// layer-wise inference pass of the history's levels, whose first layer brings the halo's
 /// features (exact: steps read them).
@@ -44,7 +48,7 @@ struct worker_settings {
   int history_bits = 8;                      ///< 32 (off), 16, 8, 4 or 2 bits per historical value
   history_setup setup = history_setup::exact;
   /// Rows per halo or feature message are capped near this many payload bytes (tests lower it).
-  std::size_t max_row_payload_bytes = std::size_t{32} << 20;
+  std::size_t max_row_payload_bytes = kMaxRowPayloadBytes;
   bool stochastic_rounding = false;
   /// A halo row used at step t was confirmed current by its owner at a step > t - staleness.
   int staleness = 1;

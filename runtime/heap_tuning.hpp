@@ -10,7 +10,7 @@ namespace degnn {
 /// threshold (128 KiB, raised up to 64 MiB as it sees large blocks) is free there, so every batch
 /// faults the same pages in again. Keeping up to 1 GiB, growing the heap 256 MiB at a time, and one
 /// arena (so that the prefetching thread's batches come from the same kept heap), measured on
-/// 2 cores with `degnn bench train`: serial epoch 6.42 -> 3.45 s, prefetched 6.27 -> about 4 s
+/// 2 cores with `degnn bench train`: serial epoch 6.42 -> 3.30 s, prefetched 6.42 -> 4.27 s
 /// (the same with MALLOC_TRIM_THRESHOLD_, MALLOC_TOP_PAD_ and MALLOC_ARENA_MAX set from outside).
 /// The process's resident memory then stays near its peak instead of shrinking between batches.
 /// Call it before the process starts its threads.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/link_faults.hpp"
+#include "actors/worker_settings.hpp"
 #include "model/replica.hpp"
 #include "runtime/cli_options.hpp"
 
@@ -42,10 +43,9 @@ struct train_settings {
   int timeout_s = 120;                       ///< limit of every request between actors
   int history_bits = 8;                 ///< decentralized: bits per historical value (32 = off)
   std::string history_setup = "exact";  ///< decentralized: exact or quantized (halo rows)
-  /// Rows per halo or feature message are capped near this many payload bytes, far below Cap'n
-  /// Proto's 512 MiB limit on one Data field (a 10M-node graph's halo feature rows from one
-  /// partition were 795 MB in one message). No option: tests lower it.
-  std::size_t max_row_payload_bytes = std::size_t{32} << 20;
+  /// Rows per halo or feature message are capped near this many payload bytes
+  /// (actors/worker_settings.hpp). No option: tests lower it.
+  std::size_t max_row_payload_bytes = kMaxRowPayloadBytes;
   int staleness = 1;  ///< decentralized: a halo row used was confirmed at most this many steps ago
   double local_bias =
       1;                ///< decentralized: remote share of a local expansion's fanout (1 = uniform)
