@@ -21,11 +21,14 @@ using namespace batch_detail;
 // The gradient phase of a decentralized step: the shard back-propagates the pushes it served and
 // commits their history; its replica's gradient (the layers below the top) plus this replica's
 // (the top layer, the only one it trains) is the worker's gradient. The two never overlap, so
-// the sum is each one's values exactly.
+// the sum is each one's values exactly. It goes to the coordinator, or with Control.ring round
+// the workers' ring, whose average both replicas apply before the answer.
 caf::result<wire_message> gradient_phase(self_ptr self, const wire_message& m) {
   auto& st = self->state;
   const auto c = wire::decode_control(st.ctx, m.bytes);
   st.weights.forget_upto(c.h.step);
+  const bool contributes = st.seeded_steps.count(c.h.step) > 0;
+  st.seeded_steps.erase(st.seeded_steps.begin(), st.seeded_steps.upper_bound(c.h.step));
   ++st.gradient_phases_open;
   auto rp = self->make_response_promise<wire_message>();
   // Steps waiting for this phase push once it committed; if it failed, their history would not
@@ -45,25 +48,43 @@ caf::result<wire_message> gradient_phase(self_ptr self, const wire_message& m) {
   self->request(st.shards[static_cast<size_t>(st.part->part)], st.settings.timeout, gradient_atom_v,
                 passed_on(m))
       .then(
-          [self, rp, close_phase, step = c.h.step](wire_message& shard_reply) mutable {
+          [self, rp, close_phase, step = c.h.step, ring = c.ring,
+           contributes](wire_message& shard_reply) mutable {
             auto& st = self->state;
+            wire::allreduce_chunk g;
             try {
-              auto g = wire::decode_allreduce_chunk(st.ctx, shard_reply.bytes);
+              g = wire::decode_allreduce_chunk(st.ctx, shard_reply.bytes);
               const auto own = st.replica->gradient();
               if (g.values.size() != own.size())
                 throw wire::wire_error("the shard's gradient has the wrong size");
               for (size_t i = 0; i < own.size(); ++i)
                 g.values[i] += own[i];
-              g.h = {step, st.part->part};
-              auto msg = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, g));
-              count(st, kCoordinatorPart, msg);
-              rp.deliver(std::move(msg));
             } catch (const std::exception& e) {
               rp.deliver(as_error(st, actor_errc::internal, e.what()));
               close_phase(false);
               return;
             }
             close_phase(true);
+            if (!ring) {
+              g.h = {step, st.part->part};
+              auto msg = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, g));
+              count(st, kCoordinatorPart, msg);
+              rp.deliver(std::move(msg));
+              return;
+            }
+            auto fail = [rp](const caf::error& err) mutable { rp.deliver(err); };
+            ring_allreduce(
+                self, step, std::move(g.values), contributes,
+                [self, rp, step, fail](std::vector<float> avg) mutable {
+                  apply_average(
+                      self, step, std::move(avg),
+                      [self, rp](wire_message done) mutable {
+                        count(self->state, kCoordinatorPart, done);
+                        rp.deliver(std::move(done));
+                      },
+                      fail);
+                },
+                fail);
           },
           [self, rp, close_phase](caf::error& err) mutable {
             rp.deliver(as_error(self->state, actor_errc::peer_failed,
@@ -73,10 +94,10 @@ caf::result<wire_message> gradient_phase(self_ptr self, const wire_message& m) {
   return rp;
 }
 
-// The averaged gradient: applied here, then by the worker's shard; answered once both did.
+// The coordinator's averaged gradient: applied here, then by the worker's shard.
 caf::result<wire_message> apply(self_ptr self, const wire_message& m) {
   auto& st = self->state;
-  const auto avg = wire::decode_allreduce_chunk(st.ctx, m.bytes);
+  auto avg = wire::decode_allreduce_chunk(st.ctx, m.bytes);
   // Only the coordinator's averaged gradient (round 1) is applied.
   if (avg.round != 1 || avg.h.sender != kCoordinatorPart)
     throw wire::wire_error("allreduce_chunk is not an averaged gradient of the coordinator");
@@ -84,25 +105,14 @@ caf::result<wire_message> apply(self_ptr self, const wire_message& m) {
     throw wire::wire_error("averaged gradient has " + std::to_string(avg.values.size()) +
                            " values, the model " + std::to_string(st.replica->parameters().size()));
   }
-  // The shard applies the same gradient to its replica meanwhile.
   auto rp = self->make_response_promise<wire_message>();
-  self->request(st.shards[static_cast<size_t>(st.part->part)], st.settings.timeout, apply_atom_v,
-                passed_on(m))
-      .then(
-          [self, rp, step = avg.h.step](wire_message&) mutable {
-            auto& st = self->state;
-            wire::control out{.h = {step, st.part->part}, .what = wire::control_kind::result};
-            auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));
-            count(st, kCoordinatorPart, msg);
-            rp.deliver(std::move(msg));
-          },
-          [self, rp](caf::error& err) mutable {
-            rp.deliver(as_error(self->state, actor_errc::peer_failed,
-                                "the shard did not apply the gradient: " + caf::to_string(err)));
-          });
-  st.replica->apply_gradient(avg.values);
-  if (st.settings.decentralized) st.replica->model().zero_grad();
-  st.weights.applied_one();
+  apply_average(
+      self, avg.h.step, std::move(avg.values),
+      [self, rp](wire_message done) mutable {
+        count(self->state, kCoordinatorPart, done);
+        rp.deliver(std::move(done));
+      },
+      [rp](const caf::error& err) mutable { rp.deliver(err); });
   return rp;
 }
 
@@ -140,6 +150,32 @@ caf::result<wire_message> parameters(self_ptr self, const wire_message& m) {
 }  // namespace
 
 namespace batch_detail {
+
+// The shard applies the same average meanwhile; answered once both did.
+void apply_average(self_ptr self, std::uint64_t step, std::vector<float> average,
+                   std::function<void(wire_message)> then,
+                   std::function<void(const caf::error&)> fail) {
+  auto& st = self->state;
+  // Made by the coordinator or by the ring, it reaches the shard as its own worker's average.
+  const wire::allreduce_chunk avg{
+      .h = {step, st.part->part}, .round = 1, .values = std::move(average)};
+  auto for_shard = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, avg));
+  self->request(st.shards[static_cast<size_t>(st.part->part)], st.settings.timeout, apply_atom_v,
+                std::move(for_shard))
+      .then(
+          [self, then, step](wire_message&) mutable {
+            auto& st = self->state;
+            wire::control out{.h = {step, st.part->part}, .what = wire::control_kind::result};
+            then(pack(wire::kind::control, wire::encode(st.ctx, out)));
+          },
+          [self, fail](caf::error& err) mutable {
+            fail(as_error(self->state, actor_errc::peer_failed,
+                          "the shard did not apply the gradient: " + caf::to_string(err)));
+          });
+  st.replica->apply_gradient(avg.values);
+  if (st.settings.decentralized) st.replica->model().zero_grad();
+  st.weights.applied_one();
+}
 
 std::uint64_t batch_index(const wire::control& c) {
   if (!(c.value >= 0 && c.value < 9007199254740992.0) || c.value != std::floor(c.value))
@@ -225,6 +261,10 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
       },
       [self, guarded](apply_atom, const wire_message& m) {
         return guarded(wire::kind::allreduce_chunk, true, m, [&] { return apply(self, m); });
+      },
+      [self, guarded](ring_atom, const wire_message& m) {
+        return guarded(wire::kind::allreduce_chunk, true, m,
+                       [&]() -> caf::result<wire_message> { return take_ring_chunk(self, m); });
       },
       [self, guarded](params_atom, const wire_message& m) {
         return guarded(wire::kind::control, true, m, [&] { return parameters(self, m); });

@@ -8,7 +8,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,7 @@
 #include "model/partition_book.hpp"
 #include "model/partition_store.hpp"
 #include "model/replica.hpp"
+#include "model/ring_reduction.hpp"
 #include "serialization/traffic.hpp"
 
 namespace degnn {
@@ -56,6 +59,22 @@ struct batch_state {
   };
   std::vector<deferred_step> after_gradient_phase;
   stage_log stages;  ///< time per pipeline stage (and, when tracing, the spans)
+  /// The ring all-reduce of one step's gradient (batch_ring.cpp): at most one runs.
+  struct ring_job {
+    std::uint64_t step = 0;
+    ring_reduction ring;
+    int acks_out = 0;  ///< chunks sent and not yet taken by the next worker
+    std::int64_t began_us = 0;
+    std::function<void(std::vector<float>)> then;  ///< the average, once every round is done
+    std::function<void(const caf::error&)> fail;
+  };
+  std::shared_ptr<ring_job> ring;
+  /// Chunks that came before this worker reached their round (or step), by (step, round).
+  std::map<std::pair<std::uint64_t, std::uint32_t>, wire::allreduce_chunk> ring_early;
+  std::int64_t ring_finished = -1;  ///< steps up to this one were reduced
+  /// Decentralized steps of this worker that had seeds, until their gradient phase (they count
+  /// in the average's divisor).
+  std::set<std::uint64_t> seeded_steps;
 };
 
 /// Spawn with `sys.spawn(batch_behavior, part, book, replica_config, settings, ctx)`, then send

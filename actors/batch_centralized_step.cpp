@@ -21,6 +21,7 @@ struct step_job {
   Matrix inputs;
   promise rp;
   std::int64_t began_us = 0;  ///< when the step started (sampling)
+  bool ring = false;          ///< the workers reduce the gradient among themselves (Control.ring)
 };
 
 void finish_step(self_ptr self, std::shared_ptr<step_job> job);
@@ -215,27 +216,56 @@ void finish_step(self_ptr self, std::shared_ptr<step_job> job) {
                             .loss = s.loss_sum,
                             .seeds = s.seeds,
                             .correct = s.correct};
-  auto msg = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
-  count(st, kCoordinatorPart, msg);
-  job->rp.deliver(std::move(msg));
-}
-
-// A step with no training nodes on this part still answers, with a zero gradient and no seeds,
-// so that every worker takes part in every all-reduce.
-wire_message empty_step(batch_state& st, std::uint64_t step) {
-  wire::allreduce_chunk out{.h = {step, st.part->part}, .round = 0, .values = {}};
-  out.values.assign(st.replica->parameters().size(), 0.0f);
-  auto msg = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
-  count(st, kCoordinatorPart, msg);
-  return msg;
+  timer.end();
+  answer(self, job->rp, std::move(out), job->ring);
 }
 
 }  // namespace
 
+// Star: the gradient goes to the coordinator with the step's statistics. Ring: the workers
+// reduce it among themselves, apply the average, and answer with the statistics only.
+void answer(self_ptr self, promise rp, wire::allreduce_chunk out, bool ring) {
+  auto& st = self->state;
+  if (!ring) {
+    auto msg = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
+    count(st, kCoordinatorPart, msg);
+    rp.deliver(std::move(msg));
+    return;
+  }
+  const std::uint64_t step = out.h.step;
+  const bool contributes = out.seeds > 0;
+  auto gradient = std::move(out.values);
+  out.values.clear();
+  auto fail = [rp](const caf::error& err) mutable { rp.deliver(err); };
+  ring_allreduce(
+      self, step, std::move(gradient), contributes,
+      [self, rp, out, step, fail](std::vector<float> avg) mutable {
+        apply_average(
+            self, step, std::move(avg),
+            [self, rp, out](wire_message) mutable {
+              auto& st = self->state;
+              auto msg = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
+              count(st, kCoordinatorPart, msg);
+              rp.deliver(std::move(msg));
+            },
+            fail);
+      },
+      fail);
+}
+
 caf::result<wire_message> start_centralized_step(self_ptr self, const wire::control& c) {
   auto& st = self->state;
-  if (st.train_global.empty()) return empty_step(st, c.h.step);
+  // A step with no training nodes on this part still answers, with a zero gradient and no
+  // seeds, so that every worker takes part in every all-reduce.
+  if (st.train_global.empty()) {
+    wire::allreduce_chunk out{.h = {c.h.step, st.part->part}, .round = 0, .values = {}};
+    out.values.assign(st.replica->parameters().size(), 0.0f);
+    auto rp = self->make_response_promise<wire_message>();
+    answer(self, rp, std::move(out), c.ring);
+    return rp;
+  }
   auto job = std::make_shared<step_job>();
+  job->ring = c.ring;
   job->step = c.h.step;
   job->seeds = seeds_of(st, c.epoch, batch_index(c));
   job->frontier = job->seeds;

@@ -2,7 +2,9 @@
 // decentralized owner step). Not part of the actor protocol.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "actors/batch_actor.hpp"
 #include "actors/gather.hpp"
@@ -36,6 +38,28 @@ caf::result<wire_message> start_centralized_step(self_ptr self, const wire::cont
 /// owners, top layer, loss, gradients back; replies with the step statistics once every shard
 /// took its gradients.
 caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::control& c);
+
+/// Ring all-reduce (batch_ring.cpp): this worker's gradient of `step` joins the ring (counted in
+/// the divisor when `contributes`); then(average) once every round is done, fail(error) on the
+/// first failure. One ring runs at a time; a new step's ring fails one left over.
+void ring_allreduce(self_ptr self, std::uint64_t step, std::vector<float> gradient,
+                    bool contributes, std::function<void(std::vector<float>)> then,
+                    std::function<void(const caf::error&)> fail);
+
+/// A centralized step's answer, `out` holding the gradient and the step's statistics: to the
+/// coordinator as it is, or (ring) after the workers' ring reduced it and both replicas applied
+/// the average, without the values.
+void answer(self_ptr self, promise rp, wire::allreduce_chunk out, bool ring);
+
+/// A round's chunk from the previous worker (ring_atom): kept until its round comes. Throws
+/// wire::wire_error for a chunk of another sender, of a step already reduced, or one too many.
+wire_message take_ring_chunk(self_ptr self, const wire_message& m);
+
+/// The average applied to this replica and then to the shard's; then(the control result to
+/// answer with, not counted yet), or fail(error).
+void apply_average(self_ptr self, std::uint64_t step, std::vector<float> average,
+                   std::function<void(wire_message)> then,
+                   std::function<void(const caf::error&)> fail);
 
 /// Coordinated checkpoint (batch_checkpoint.cpp): a checkpoint control snapshots the replica and
 /// replies once the file is durable (counts: size, CRC-32); a commit control writes the commit

@@ -73,6 +73,7 @@ void finish_owner_step(self_ptr self, const std::shared_ptr<owner_job>& job,
     count(st, static_cast<int>(q), msg);
     returns.push_back({st.shards[q], std::move(msg), static_cast<int>(q)});
   }
+  if (top.stats.seeds > 0) st.seeded_steps.insert(job->step);
   wire::allreduce_chunk stats{.h = {job->step, me},
                               .loss = top.stats.loss_sum,
                               .seeds = top.stats.seeds,

@@ -218,9 +218,10 @@ coordinator_actor::behavior_type coordinator_behavior(
         return enqueue<std::uint64_t>(
             self, [=](auto rp, fail_fn fail) { checkpoint(self, rp, fail, next_step, wait); });
       },
-      [self](configure_atom, bool pipelined, bool keep_spans) {
+      [self](configure_atom, bool pipelined, bool ring, bool keep_spans) {
         return enqueue<bool>(self, [=](auto rp, fail_fn) mutable {
           self->state.pipelined = pipelined;
+          self->state.ring = ring;
           if (keep_spans) self->state.stages.keep_spans();
           rp.deliver(true);
           command_done(self);

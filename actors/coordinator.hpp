@@ -149,7 +149,7 @@ using coordinator_actor =
                      caf::replies_to<report_atom>::with<cluster_report>,
                      caf::replies_to<trace_atom>::with<std::string>,
                      caf::replies_to<trace_atom, bool>::with<bool>,
-                     caf::replies_to<configure_atom, bool, bool>::with<bool>,
+                     caf::replies_to<configure_atom, bool, bool, bool>::with<bool>,
                      caf::replies_to<save_atom, std::uint64_t, bool>::with<std::uint64_t>,
                      caf::replies_to<status_atom>::with<coordinator_status>,
                      caf::replies_to<settings_atom, std::int32_t>::with<bool>>;
@@ -189,6 +189,10 @@ class coordinator {
   /// Overlap each decentralized step's preparation with the previous step's all-reduce. Results
   /// are the same either way (the forward still waits for the averaged gradient).
   void set_pipelined(bool on);
+  /// All-reduce in a ring among the workers (the default), each applying the average itself, or
+  /// (false) as a star through the coordinator. Either way every replica applies the average of
+  /// the same gradients; the sums differ in the order of their terms (float rounding).
+  void set_ring(bool on);
   /// Keep every stage span of the coordinator for chrome_trace().
   void keep_spans();
   /// Reduces and applies the gradient of a step still in flight, if any.
@@ -236,6 +240,7 @@ class coordinator {
   std::size_t parts_;
   std::chrono::milliseconds timeout_;
   bool pipelined_ = false;
+  bool ring_ = true;
 };
 
 }  // namespace degnn

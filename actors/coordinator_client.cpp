@@ -83,11 +83,16 @@ step_result coordinator::step_decentralized(std::uint32_t epoch, std::uint64_t i
 
 void coordinator::set_pipelined(bool on) {
   pipelined_ = on;
-  ask<bool>(1, configure_atom_v, pipelined_, false);
+  ask<bool>(1, configure_atom_v, pipelined_, ring_, false);
+}
+
+void coordinator::set_ring(bool on) {
+  ring_ = on;
+  ask<bool>(1, configure_atom_v, pipelined_, ring_, false);
 }
 
 void coordinator::keep_spans() {
-  ask<bool>(1, configure_atom_v, pipelined_, true);
+  ask<bool>(1, configure_atom_v, pipelined_, ring_, true);
 }
 
 void coordinator::finish_steps() {

@@ -25,6 +25,7 @@ struct coordinator_state {
   stage_log stages;
   overlap_clock activity;  ///< wall time of step phases (0) and all-reduces (1), and both at once
   bool pipelined = false;
+  bool ring = true;  ///< the workers all-reduce in a ring (else each gradient comes here: a star)
   struct unreduced_step {
     std::uint64_t step;
     int contributors;

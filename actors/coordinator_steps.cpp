@@ -9,7 +9,30 @@ namespace degnn::coordinator_detail {
 
 // -- the all-reduce --
 
-// Averages the summed gradients over the contributors and has every replica apply the average.
+// Every replica applied the average of step's gradients: the all-reduce that began then is over.
+void applied(self_ptr self, std::uint64_t step, std::int64_t began_us) {
+  auto& st = self->state;
+  st.stages.add(stage::allreduce, step, began_us, stage_log::now_us());
+  st.activity.end(kReduceActivity, stage_log::steady_us());
+  ++st.status.applies;
+}
+
+// Throws unless every reply is a worker's control result: in the ring the workers reduced and
+// applied the gradient themselves and only say so.
+void expect_results(const coordinator_state& st, const std::vector<wire_message>& replies,
+                    const char* what) {
+  for (size_t p = 0; p < replies.size(); ++p) {
+    const auto& m = replies[p];
+    if (m.kind != static_cast<std::uint16_t>(wire::kind::control) ||
+        wire::decode_control(st.ctx, m.bytes).what != wire::control_kind::result) {
+      throw std::runtime_error(std::string(what) + ": partition " + std::to_string(p) +
+                               " did not answer with a result");
+    }
+  }
+}
+
+// Star: averages the summed gradients over the contributors and has every replica apply the
+// average.
 void apply_average(self_ptr self, std::vector<float> sum, int contributors, std::uint64_t step,
                    std::int64_t began_us, done_fn done, fail_fn fail) {
   auto& st = self->state;
@@ -31,11 +54,7 @@ void apply_average(self_ptr self, std::vector<float> sum, int contributors, std:
   all(
       self, st.batchers, apply_atom_v, std::move(out), "apply gradient",
       [self, step, began_us, done](std::vector<wire_message>&) {
-        auto& st = self->state;
-        const auto now = stage_log::now_us();
-        st.stages.add(stage::allreduce, step, began_us, now);
-        st.activity.end(kReduceActivity, stage_log::steady_us());
-        ++st.status.applies;
+        applied(self, step, began_us);
         done();
       },
       fail);
@@ -61,6 +80,39 @@ void reduce_and_apply(self_ptr self, const std::vector<wire_message>& gradients,
                 std::move(fail));
 }
 
+// Every worker's gradient phase of decentralized step u. Star: the gradients come here and the
+// average goes back; ring: the workers reduce it among themselves and apply it before answering.
+void gradient_phase(self_ptr self, coordinator_state::unreduced_step u, done_fn done,
+                    fail_fn fail) {
+  auto& st = self->state;
+  const auto began = stage_log::now_us();
+  st.activity.begin(kReduceActivity, stage_log::steady_us());
+  all(
+      self, st.batchers, gradient_atom_v,
+      control_messages(st,
+                       {.h = {u.step, 0}, .what = wire::control_kind::gradient, .ring = st.ring}),
+      "gradient",
+      [self, u, done, fail, began](std::vector<wire_message>& replies) {
+        auto finished = [self, done] {
+          self->state.unreduced.reset();
+          done();
+        };
+        if (!self->state.ring) {
+          reduce_and_apply(self, replies, u.contributors, u.step, began, finished, fail);
+          return;
+        }
+        try {
+          expect_results(self->state, replies, "gradient");
+        } catch (const std::exception& e) {
+          fail(e.what());
+          return;
+        }
+        applied(self, u.step, began);
+        finished();
+      },
+      fail);
+}
+
 // The gradient phase of a decentralized step still in flight, if any.
 void finish_steps(self_ptr self, done_fn done, fail_fn fail) {
   auto& st = self->state;
@@ -69,22 +121,7 @@ void finish_steps(self_ptr self, done_fn done, fail_fn fail) {
     return;
   }
   enter(st, coordinator_phase::reducing);
-  const auto u = *st.unreduced;
-  const auto began = stage_log::now_us();
-  st.activity.begin(kReduceActivity, stage_log::steady_us());
-  all(
-      self, st.batchers, gradient_atom_v,
-      control_messages(st, {.h = {u.step, 0}, .what = wire::control_kind::gradient}), "gradient",
-      [self, u, done, fail, began](std::vector<wire_message>& replies) {
-        reduce_and_apply(
-            self, replies, u.contributors, u.step, began,
-            [self, done] {
-              self->state.unreduced.reset();
-              done();
-            },
-            fail);
-      },
-      fail);
+  gradient_phase(self, *st.unreduced, std::move(done), std::move(fail));
 }
 
 // -- steps --
@@ -120,7 +157,8 @@ void send_step(self_ptr self, std::uint32_t epoch, std::uint64_t index, std::uin
                             .what = wire::control_kind::step,
                             .epoch = epoch,
                             .value = static_cast<double>(index),
-                            .counts = std::move(counts)}),
+                            .counts = std::move(counts),
+                            .ring = st.ring}),
       "step",
       [self, step, began, then = std::move(then)](std::vector<wire_message>& replies) {
         auto& st = self->state;
@@ -137,6 +175,22 @@ void centralized_step(self_ptr self, caf::typed_response_promise<step_result> rp
       self, epoch, index, step, {},
       [self, rp, fail, step](std::vector<wire_message>& replies) mutable {
         auto& st = self->state;
+        if (st.ring) {
+          // The workers' answers came after their ring: the average is applied everywhere.
+          step_result r;
+          try {
+            int contributors = 0;
+            r = sum_steps(chunks(st, replies, "step"), contributors);
+          } catch (const std::exception& e) {
+            fail(e.what());
+            return;
+          }
+          ++st.status.applies;
+          step_done(self, r);
+          rp.deliver(r);
+          command_done(self);
+          return;
+        }
         const auto stepped = stage_log::now_us();
         st.activity.begin(kReduceActivity, stage_log::steady_us());
         step_result r;
@@ -205,22 +259,12 @@ void decentralized_step(self_ptr self, caf::typed_response_promise<step_result> 
       finish_steps(self, deliver, fail);
   };
   const std::uint64_t needs = st.status.applies + (st.unreduced ? 1 : 0);
-  const auto began = stage_log::now_us();
   if (st.unreduced) {
-    const auto u = *st.unreduced;
-    st.activity.begin(kReduceActivity, stage_log::steady_us());
-    all(
-        self, st.batchers, gradient_atom_v,
-        control_messages(st, {.h = {u.step, 0}, .what = wire::control_kind::gradient}), "gradient",
-        [self, u, pr, both_done, fail, began](std::vector<wire_message>& replies) mutable {
-          reduce_and_apply(
-              self, replies, u.contributors, u.step, began,
-              [self, pr, both_done]() mutable {
-                self->state.unreduced.reset();
-                pr->reduced = true;
-                both_done();
-              },
-              fail);
+    gradient_phase(
+        self, *st.unreduced,
+        [pr, both_done]() mutable {
+          pr->reduced = true;
+          both_done();
         },
         fail);
   }

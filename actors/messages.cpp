@@ -52,10 +52,12 @@ void renumber(wire_message& m, std::uint64_t seq) {
 }
 
 wire::allreduce_chunk decode_average(const wire::context& ctx, const wire_message& m,
-                                     std::size_t num_parameters) {
+                                     std::size_t num_parameters, int own_part) {
   auto avg = wire::decode_allreduce_chunk(ctx, m.bytes);
-  if (avg.round != 1 || avg.h.sender != 0)
-    throw wire::wire_error("allreduce_chunk is not an averaged gradient of the coordinator");
+  if (avg.round != 1 || (avg.h.sender != 0 && avg.h.sender != own_part))
+    throw wire::wire_error(
+        "allreduce_chunk is not an averaged gradient of the coordinator or of "
+        "this worker's ring");
   if (avg.values.size() != num_parameters) {
     throw wire::wire_error("averaged gradient has " + std::to_string(avg.values.size()) +
                            " values, the model " + std::to_string(num_parameters));

@@ -127,6 +127,7 @@ CAF_ADD_ATOM(degnn, degnn, apply_atom, "apply")
 CAF_ADD_ATOM(degnn, degnn, params_atom, "params")
 CAF_ADD_ATOM(degnn, degnn, save_atom, "save")
 CAF_ADD_ATOM(degnn, degnn, settings_atom, "settings")
+CAF_ADD_ATOM(degnn, degnn, ring_atom, "ring")
 // -- every actor --
 CAF_ADD_ATOM(degnn, degnn, report_atom, "report")
 CAF_ADD_ATOM(degnn, degnn, trace_atom, "trace")
@@ -174,10 +175,15 @@ using store_actor =
 ///   params (control -> allreduce_chunk), save (control checkpoint: snapshot the replica and
 ///   write it in the background -> result with size and CRC-32; control commit: write the commit
 ///   record -> result), report, trace.
+///   With Control.ring set, step and gradient reduce the gradient in a ring among the workers
+///   instead: ring (one round's allreduce_chunk from the previous worker -> control), and each
+///   worker applies the average itself before answering (step: the loss counts, no values;
+///   gradient: control result).
 using batch_actor =
     caf::typed_actor<wire_call<step_atom>, wire_call<gradient_atom>, wire_call<apply_atom>,
                      wire_call<params_atom>, wire_call<save_atom>, wire_call<report_atom>,
-                     wire_call<trace_atom>, caf::reacts_to<view_atom, peer_view>>;
+                     wire_call<trace_atom>, wire_call<ring_atom>,
+                     caf::reacts_to<view_atom, peer_view>>;
 
 /// One encoded message of kind k.
 inline wire_message pack(wire::kind k, wire::bytes b) {
@@ -226,10 +232,11 @@ std::vector<Handle> handles_of(const std::vector<caf::strong_actor_ptr>& ptrs) {
   return out;
 }
 
-/// The coordinator's averaged gradient (round 1, sent by partition 0) for a replica of
-/// `num_parameters`; throws wire::wire_error for anything else (only that average is applied).
+/// An averaged gradient (round 1) for a replica of `num_parameters`, made by the coordinator
+/// (partition 0) or, after a ring all-reduce, by the worker of partition `own_part`; throws
+/// wire::wire_error for anything else (only such an average is applied).
 wire::allreduce_chunk decode_average(const wire::context& ctx, const wire_message& m,
-                                     std::size_t num_parameters);
+                                     std::size_t num_parameters, int own_part);
 
 /// Registers the message types and renders actor_errc in errors.
 void add_actor_types(caf::actor_system_config& cfg);

@@ -21,7 +21,7 @@ wire_message report(shard_state& st, const wire_message& m) {
 // The averaged gradient, handed on by this worker's batch actor.
 wire_message apply(self_ptr self, const wire_message& m) {
   auto& st = self->state;
-  const auto avg = decode_average(st.ctx, m, st.replica->parameters().size());
+  const auto avg = decode_average(st.ctx, m, st.replica->parameters().size(), st.part->part);
   st.replica->apply_gradient(avg.values);
   // A decentralized step accumulates from pushes of several owners: start from zero.
   if (st.settings.decentralized) st.replica->model().zero_grad();

@@ -24,7 +24,8 @@ enum class stage : std::uint8_t {
   compute,       ///< centralized: forward and backward of the batch
   weights_wait,  ///< decentralized: prepared work waiting for the previous step's all-reduce
   step_phase,    ///< coordinator: every worker's step, wall time
-  allreduce,     ///< coordinator: gradient collection, averaging and apply, wall time
+  allreduce,     ///< coordinator: gradient collection, averaging and apply, wall time;
+                 ///< worker: its ring all-reduce, from its gradient to the average
 };
 inline constexpr int kNumStages = 13;
 

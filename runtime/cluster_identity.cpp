@@ -62,6 +62,7 @@ cluster_identity identity_of(const train_settings& s, const partition_meta& meta
       {"fusion", std::to_string(s.fusion)},
       {"stochastic_rounding", s.stochastic_rounding ? "true" : "false"},
       {"overlap", s.overlap ? "true" : "false"},
+      {"allreduce", s.allreduce},
       {"local_bias", number(s.local_bias)},
   };
   cluster_identity id;

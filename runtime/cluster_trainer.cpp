@@ -87,6 +87,7 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
   }
   if (!s.trace.empty()) coord.keep_spans();
   coord.set_pipelined(decentralized && s.overlap);
+  coord.set_ring(s.allreduce == "ring");
   std::optional<cluster_report> actors_before = coord.report();  ///< per actor, the baseline
   cluster_traffic totals_before = actors_before->traffic();
   std::uint64_t bytes_before = totals_before.sent.total_bytes();
@@ -176,10 +177,14 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     const double steps_s = wall_s(&coordinator_status::steps_only_us);
     const double reduce_s = wall_s(&coordinator_status::allreduce_only_us);
     rec.overlap_s = wall_s(&coordinator_status::overlap_us);
-    rec.split = {{"steps", steps_s},
+    // A centralized step's ring all-reduce runs inside the step phase (the workers reduce
+    // before they answer): the split says so, and the all-reduce figure is the workers' mean.
+    const bool ring_in_steps = s.allreduce == "ring" && !decentralized;
+    rec.split = {{ring_in_steps ? "steps with ring all-reduce" : "steps", steps_s},
                  {"all-reduce", reduce_s},
                  {"overlapped", rec.overlap_s},
                  {"between", std::max(0.0, rec.epoch_s - steps_s - reduce_s - rec.overlap_s)}};
+    if (ring_in_steps) rec.split.erase(rec.split.begin() + 1, rec.split.begin() + 3);
     auto stage_s = [&](std::initializer_list<stage> which) {
       double us = 0;
       for (stage k : which)
@@ -190,10 +195,11 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     rec.sample_s = stage_s({stage::sample});
     rec.compute_s =
         stage_s({stage::top_layer, stage::expand, stage::forward, stage::backward, stage::compute});
-    rec.allreduce_s = wall_s(&coordinator_status::allreduce_us);
+    rec.allreduce_s =
+        ring_in_steps ? stage_s({stage::allreduce}) : wall_s(&coordinator_status::allreduce_us);
     for (int k = 0; k < kNumStages; ++k) {
       const auto which = static_cast<stage>(k);
-      if (which == stage::step_phase || which == stage::allreduce) continue;  // the coordinator's
+      if (which == stage::step_phase) continue;  // the coordinator's
       const double per_step =
           stage_s({which}) / static_cast<double>(std::max<std::uint64_t>(1, rec.steps));
       if (per_step > 0) rec.stage_per_step_s.emplace_back(stage_name(which), per_step);

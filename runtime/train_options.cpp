@@ -84,6 +84,10 @@ std::vector<option_spec> train_option_specs() {
       {"threads", "0",
        "OpenMP threads per worker (0: the cores divided among the in-process workers; all cores "
        "for degnn node)"},
+      {"allreduce", "ring",
+       "clusters: ring = the workers reduce the gradient among themselves (each link carries "
+       "2(P-1)/P of it each way), star = through the coordinator on partition 0's node (its "
+       "link carries P-1 gradients each way)"},
       {"no-overlap", "false",
        "decentralized: finish each step's all-reduce before the next step starts preparing "
        "(same results, no pipelining)",
@@ -168,7 +172,7 @@ train_settings read_train_settings(const option_set& opts) {
   if (s.pipeline == "single") {
     for (const char* key :
          {"trace", "compare-with", "partition-method", "checkpoint-dir", "checkpoint-every",
-          "faults-corrupt", "faults-duplicate", "faults-delay"}) {
+          "allreduce", "faults-corrupt", "faults-duplicate", "faults-delay"}) {
       if (opts.given(key)) {
         throw config_error(std::string("--") + key +
                            " applies to clusters only (this run's pipeline is single)");
@@ -215,6 +219,7 @@ train_settings read_train_settings(const option_set& opts) {
                        std::to_string(s.history_bits));
   }
   s.history_setup = opts.choice("history-setup", {"exact", "quantized"});
+  s.allreduce = opts.choice("allreduce", {"ring", "star"});
   s.staleness = static_cast<int>(opts.integer("staleness", 1, 1'000'000));
   s.fusion = static_cast<int>(opts.integer("fusion", 0, 2));
   s.stochastic_rounding = opts.flag("stochastic-rounding");

@@ -51,7 +51,8 @@ struct train_settings {
       1;                ///< decentralized: remote share of a local expansion's fanout (1 = uniform)
   int threads = 0;      ///< OpenMP threads per worker, 0 = automatic
   bool overlap = true;  ///< decentralized: prepare step i+1 during step i's all-reduce
-  int fusion = 2;       ///< decentralized CG fusion: 2 = both levels, 1 = within a push, 0 = none
+  std::string allreduce = "ring";  ///< clusters: ring among the workers, or star (coordinator)
+  int fusion = 2;  ///< decentralized CG fusion: 2 = both levels, 1 = within a push, 0 = none
   bool stochastic_rounding = false;
   std::shared_ptr<const fault_policy> faults;  ///< clusters: faults on the send path, null = none
 };

@@ -125,11 +125,11 @@ struct EmbeddingRows {        # answer to EmbeddingGet; float32, the body of a s
 
 struct AllReduceChunk {
   header @0 :Header;
-  round @1 :UInt32;
-  obsoleteOffset @2 :UInt64;  # never written: a chunk holds every parameter
+  round @1 :UInt32;           # 0 a worker's gradient, 1 the average; in the ring its round
+  obsoleteOffset @2 :UInt64;  # never written: a chunk's place follows from its round
   values @3 :Data;            # float32
   loss @4 :Float64;           # statistics of the step that made this gradient (summed over seeds)
-  seeds @5 :UInt32;
+  seeds @5 :UInt32;           # in the ring: the workers with seeds summed into the chunk
   correct @6 :UInt32;
 }
 
@@ -140,6 +140,7 @@ struct Control {
   value @3 :Float64;          # step: the batch index
   text @4 :Text;              # trace: the actor's stage spans as Chrome trace events
   counts @5 :List(UInt64);    # results: accuracy counts, traffic counters
+  ring @6 :Bool;              # step, gradient: the workers all-reduce in a ring and apply
   enum Kind {
     step @0;
     epoch @1;                 # unused since readiness moved to the node actor (runtime/)

@@ -287,6 +287,7 @@ bytes encode(const context& c, const control& m) {
   r.setEpoch(m.epoch);
   r.setValue(m.value);
   r.setText(m.text);
+  r.setRing(m.ring);
   auto counts = r.initCounts(static_cast<unsigned>(m.counts.size()));
   for (unsigned i = 0; i < m.counts.size(); ++i)
     counts.set(i, m.counts[i]);
@@ -307,6 +308,7 @@ control decode_control(const context& c, std::span<const char> b) {
     m.epoch = r.getEpoch();
     m.value = r.getValue();
     m.text = r.getText().cStr();
+    m.ring = r.getRing();
     for (auto v : r.getCounts())
       m.counts.push_back(v);
     return m;

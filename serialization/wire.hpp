@@ -16,8 +16,9 @@ namespace degnn::wire {
 /// Every message carries it, and nodes compare it at the greeting: 2 since actors' counter
 /// reports end with their mailbox counts, 3 since the history set-up sends no history rows
 /// (steps pull every row they read first) and halo requests may ask for quantized rows, 4 since
-/// workers' reports add each stage's median and 95th percentile per step.
-inline constexpr std::uint16_t kProtocolVersion = 4;
+/// workers' reports add each stage's median and 95th percentile per step, 5 since the workers may
+/// all-reduce the gradient in a ring among themselves (Control.ring).
+inline constexpr std::uint16_t kProtocolVersion = 5;
 
 class wire_error : public std::runtime_error {
  public:
@@ -118,6 +119,9 @@ struct control {
   double value = 0;
   std::string text;
   std::vector<std::uint64_t> counts;
+  /// step, gradient: the workers reduce the gradient in a ring among themselves and apply the
+  /// average, instead of sending it to the coordinator.
+  bool ring = false;
 };
 
 /// Read of historical embeddings at one layer (kind embedding_get).

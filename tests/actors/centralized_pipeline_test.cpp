@@ -22,6 +22,7 @@
 #include "model/inference.hpp"
 #include "model/partitioner.hpp"
 #include "model/replica.hpp"
+#include "model/ring_reduction.hpp"
 #include "model/sampler.hpp"
 #include "runtime/cluster_trainer.hpp"
 #include "runtime/single_trainer.hpp"
@@ -265,23 +266,60 @@ TEST_P(FourPartitions, TrainsWithIdenticalReplicasAndExactDeterministicTraffic) 
     EXPECT_EQ(a.traffic.sent.bytes[i], want.bytes[i]) << wire::kind_name(k);
     EXPECT_EQ(a.traffic.sent.messages[i], want.messages[i]) << wire::kind_name(k);
   }
-  // Exact: the all-reduce. Per step, each of the 3 remote workers sends its gradient and gets the
-  // average back; per epoch, each sends its parameters for the agreement check. Every such chunk
-  // holds one float per parameter, so all have one encoded size.
+  // Exact: the all-reduce. Ring (the default): per step each of the 4 workers sends the next one
+  // 2(P-1) chunks of a quarter of the gradient, each acknowledged by a control, and the 3 remote
+  // workers send the coordinator their step's loss counts; per epoch each remote one sends its
+  // parameters for the agreement check (one float per parameter).
   const std::uint64_t steps = steps_of(s, d, book);
-  const std::uint64_t remote = static_cast<std::uint64_t>(s.parts - 1);
+  const std::uint64_t workers = static_cast<std::uint64_t>(s.parts), remote = workers - 1;
+  const std::uint64_t ring_messages = workers * 2 * (workers - 1);
   const auto params = model_replica(full_config(s, d)).parameters().size();
-  wire::allreduce_chunk chunk{.h = {1, 1}, .round = 1};
-  chunk.values.assign(params, 0.0f);
-  const std::uint64_t chunk_bytes = wire::encode(ctx, chunk).size();
+  auto encoded_chunk = [&](std::size_t values, std::uint32_t round) -> std::uint64_t {
+    wire::allreduce_chunk c{.h = {1, 1}, .round = round, .loss = 1.0, .seeds = 1};
+    c.values.assign(values, 0.0f);
+    return wire::encode(ctx, c).size();
+  };
+  std::uint64_t ring_bytes = 0;  // one step's chunks
+  for (int w = 0; w < s.parts; ++w) {
+    const ring_reduction layout(w, s.parts, std::vector<float>(params), 1);
+    for (std::uint32_t k = 0; k < layout.rounds(); ++k) {
+      const auto b = layout.chunk(layout.sent_chunk(k));
+      ring_bytes += encoded_chunk(b.end - b.begin, k);
+    }
+  }
+  const std::uint64_t chunk_bytes = encoded_chunk(params, 1), counts_bytes = encoded_chunk(0, 0);
   const auto ar = static_cast<size_t>(wire::kind::allreduce_chunk);
-  EXPECT_EQ(a.traffic.sent.messages[ar], remote * (2 * steps + s.epochs));
-  EXPECT_EQ(a.traffic.sent.bytes[ar], a.traffic.sent.messages[ar] * chunk_bytes);
-  // Control: per step the step order and the applied-gradient acknowledgement; per epoch the
-  // parameters request; per evaluated layer the order and the reply.
+  EXPECT_EQ(a.traffic.sent.messages[ar], steps * (ring_messages + remote) + remote * s.epochs);
+  EXPECT_EQ(a.traffic.sent.bytes[ar],
+            steps * (ring_bytes + remote * counts_bytes) + remote * s.epochs * chunk_bytes);
+  // Control: per step the step order and the ring's acknowledgements; per epoch the parameters
+  // request; per evaluated layer the order and the reply.
   const auto ctl = static_cast<size_t>(wire::kind::control);
-  EXPECT_EQ(a.traffic.sent.messages[ctl],
+  EXPECT_EQ(
+      a.traffic.sent.messages[ctl],
+      remote * (steps + s.epochs + 2 * s.epochs * s.model.num_layers) + steps * ring_messages);
+
+  // Star: each remote worker sends its whole gradient to the coordinator and gets the average
+  // back (acknowledged by a control). The same payload in all, but all of it through one node.
+  train_settings star_settings = s;
+  star_settings.allreduce = "star";
+  training_report quiet_c("c", "", false);
+  const cluster_result star = train_cluster(star_settings, d, quiet_c);
+  EXPECT_TRUE(star.replicas_identical);
+  EXPECT_EQ(star.traffic.sent.messages[ar], remote * (2 * steps + s.epochs));
+  EXPECT_EQ(star.traffic.sent.bytes[ar], star.traffic.sent.messages[ar] * chunk_bytes);
+  EXPECT_EQ(star.traffic.sent.messages[ctl],
             remote * (2 * steps + s.epochs + 2 * s.epochs * s.model.num_layers));
+  for (auto k : {wire::kind::sample_request, wire::kind::sample_response,
+                 wire::kind::feature_request, wire::kind::feature_response}) {
+    const auto i = static_cast<size_t>(k);
+    EXPECT_EQ(star.traffic.sent.bytes[i], a.traffic.sent.bytes[i]) << wire::kind_name(k);
+  }
+  std::printf("all-reduce bytes per step: ring %llu in %llu messages, star %llu in %llu\n",
+              static_cast<unsigned long long>(ring_bytes + remote * counts_bytes),
+              static_cast<unsigned long long>(ring_messages + remote),
+              static_cast<unsigned long long>(2 * remote * chunk_bytes),
+              static_cast<unsigned long long>(2 * remote));
   // Halo traffic: one reply per request.
   EXPECT_EQ(a.traffic.sent.messages[static_cast<size_t>(wire::kind::halo_request)],
             a.traffic.sent.messages[static_cast<size_t>(wire::kind::halo_response)]);
@@ -327,62 +365,112 @@ TEST(CentralizedCluster, AllReplicasHoldIdenticalParametersAfterEveryStep) {
   EXPECT_EQ(coord.traffic().rejected, 0u);
 }
 
+// Ring (the default) and star: one step through the coordinator applies, on every replica, the
+// average of the workers' gradients, summed in the order each all-reduce sums them.
 TEST(CentralizedCluster, AStepAppliesTheAverageOfTheWorkersGradients) {
+  const dataset& d = cora();
+  const train_settings s = small_settings(4, "random");
+  const replica_config rc = full_config(s, d);
+  const wire::context ctx{.cluster_id = cluster_id_for(d.name, s.seed)};
+  for (bool ring : {true, false}) {
+    SCOPED_TRACE(ring ? "ring" : "star");
+    in_process_cluster c(d, s, rc, ctx);
+    coordinator coord = c.make_coordinator(ctx, std::chrono::seconds(s.timeout_s));
+    coord.set_ring(ring);
+    const step_result r = coord.step(0, 0, 0);
+    const auto got = coord.parameters(1);
+
+    // Reference without actors: every worker's first batch, sampled on the global graph, trained
+    // on a fresh replica; the gradients averaged; one optimiser step on another fresh replica.
+    std::vector<std::vector<float>> grads;
+    double loss_sum = 0;
+    std::uint64_t seeds = 0;
+    for (const auto& part : c.parts) {
+      std::vector<node_id> train;
+      for (node_id l : part->train)
+        train.push_back(part->owned[static_cast<size_t>(l)]);
+      ASSERT_FALSE(train.empty());
+      const auto batches = make_batches(train, s.batch_size, s.seed, 0);
+      const sampled_batch batch = sample_blocks(d.graph, batches[0], s.fanouts, s.seed, 0);
+      Matrix x(static_cast<Eigen::Index>(batch.inputs().size()), d.features.cols());
+      for (size_t i = 0; i < batch.inputs().size(); ++i)
+        x.row(static_cast<Eigen::Index>(i)) = d.features.row(batch.inputs()[i]);
+      std::vector<std::int32_t> labels;
+      for (node_id g : batches[0])
+        labels.push_back(d.labels[static_cast<size_t>(g)]);
+      model_replica worker(rc);
+      const step_stats st = worker.train_step(batch, x, labels, mix64(s.seed ^ mix64(0)));
+      loss_sum += st.loss_sum;
+      seeds += st.seeds;
+      grads.push_back(worker.gradient());
+    }
+    const int p = static_cast<int>(grads.size());
+    const std::size_t n = grads[0].size();
+    // The star adds the workers in partition order; the ring adds chunk c's values from worker
+    // c on around the ring (chunk c: the c-th of p nearly equal slices).
+    std::vector<float> sum(n);
+    for (int chunk = 0; chunk < p; ++chunk) {
+      const auto c = static_cast<std::size_t>(chunk), q = static_cast<std::size_t>(p);
+      const std::size_t begin = c * (n / q) + std::min(c, n % q);
+      const std::size_t end = (c + 1) * (n / q) + std::min(c + 1, n % q);
+      const int first = ring ? chunk : 0;
+      for (std::size_t i = begin; i < end; ++i) {
+        float v = grads[static_cast<size_t>(first)][i];
+        for (int k = 1; k < p; ++k)
+          v = v + grads[static_cast<size_t>((first + k) % p)][i];
+        sum[i] = v * (1.0f / static_cast<float>(p));
+      }
+    }
+    model_replica reference(rc);
+    reference.apply_gradient(sum);
+    const auto want = reference.parameters();
+
+    EXPECT_EQ(r.seeds, seeds);
+    EXPECT_NEAR(r.loss_sum, loss_sum, 1e-6 * std::abs(loss_sum));
+    ASSERT_EQ(got.size(), 4u);
+    ASSERT_EQ(got[0].size(), want.size());
+    double max_diff = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      max_diff = std::max(max_diff, static_cast<double>(std::abs(got[0][i] - want[i])));
+    std::printf("%s: max parameter difference to the reference step %.3g\n", ring ? "ring" : "star",
+                max_diff);
+    EXPECT_LE(max_diff, 1e-6);
+    expect_all_equal(got, "after the step");
+  }
+}
+
+// A ring chunk is taken only from the previous worker, once per round, for a step not reduced
+// yet, and only so many ahead of their round; anything else is refused, naming why.
+TEST(CentralizedCluster, ABatchActorRefusesRingChunksItMustNotTake) {
   const dataset& d = cora();
   const train_settings s = small_settings(4, "random");
   const replica_config rc = full_config(s, d);
   const wire::context ctx{.cluster_id = cluster_id_for(d.name, s.seed)};
   in_process_cluster c(d, s, rc, ctx);
   coordinator coord = c.make_coordinator(ctx, std::chrono::seconds(s.timeout_s));
-  const step_result r = coord.step(0, 0, 0);
-  const auto got = coord.parameters(1);
-
-  // Reference without actors: every worker's first batch, sampled on the global graph, trained
-  // on a fresh replica; the gradients averaged; one optimiser step on another fresh replica.
-  std::vector<float> sum;
-  int contributors = 0;
-  double loss_sum = 0;
-  std::uint64_t seeds = 0;
-  for (const auto& part : c.parts) {
-    std::vector<node_id> train;
-    for (node_id l : part->train)
-      train.push_back(part->owned[static_cast<size_t>(l)]);
-    if (train.empty()) continue;
-    const auto batches = make_batches(train, s.batch_size, s.seed, 0);
-    const sampled_batch batch = sample_blocks(d.graph, batches[0], s.fanouts, s.seed, 0);
-    Matrix x(static_cast<Eigen::Index>(batch.inputs().size()), d.features.cols());
-    for (size_t i = 0; i < batch.inputs().size(); ++i)
-      x.row(static_cast<Eigen::Index>(i)) = d.features.row(batch.inputs()[i]);
-    std::vector<std::int32_t> labels;
-    for (node_id g : batches[0])
-      labels.push_back(d.labels[static_cast<size_t>(g)]);
-    model_replica worker(rc);
-    const step_stats st = worker.train_step(batch, x, labels, mix64(s.seed ^ mix64(0)));
-    loss_sum += st.loss_sum;
-    seeds += st.seeds;
-    const auto g = worker.gradient();
-    if (sum.empty()) sum.assign(g.size(), 0.0f);
-    for (size_t i = 0; i < g.size(); ++i)
-      sum[i] += g[i];
-    ++contributors;
-  }
-  ASSERT_EQ(contributors, 4);
-  for (auto& v : sum)
-    v *= 1.0f / static_cast<float>(contributors);
-  model_replica reference(rc);
-  reference.apply_gradient(sum);
-  const auto want = reference.parameters();
-
-  EXPECT_EQ(r.seeds, seeds);
-  EXPECT_NEAR(r.loss_sum, loss_sum, 1e-6 * std::abs(loss_sum));
-  ASSERT_EQ(got.size(), 4u);
-  ASSERT_EQ(got[0].size(), want.size());
-  double max_diff = 0;
-  for (size_t i = 0; i < want.size(); ++i)
-    max_diff = std::max(max_diff, static_cast<double>(std::abs(got[0][i] - want[i])));
-  std::printf("max parameter difference to the reference step %.3g\n", max_diff);
-  EXPECT_LE(max_diff, 1e-6);
-  expect_all_equal(got, "after the step");
+  coord.step(0, 0, 0);  // step 0 is reduced everywhere
+  auto offer = [&](std::uint64_t step, int sender, std::uint32_t round, std::string* error) {
+    const wire::allreduce_chunk chunk{
+        .h = {step, sender}, .round = round, .values = std::vector<float>(3, 1.0f), .seeds = 1};
+    return c.ask_batcher(1, ring_atom_v, wire::kind::allreduce_chunk, wire::encode(ctx, chunk),
+                         error);
+  };
+  const auto control = static_cast<std::uint16_t>(wire::kind::control);
+  std::string error;
+  EXPECT_EQ(offer(5, 3, 0, &error).kind, 0);
+  EXPECT_NE(error.find("only partition 0 sends"), std::string::npos) << error;
+  EXPECT_EQ(offer(5, 0, 6, &error).kind, 0);
+  EXPECT_NE(error.find("round 6 of 6"), std::string::npos) << error;
+  EXPECT_EQ(offer(0, 0, 0, &error).kind, 0);
+  EXPECT_NE(error.find("came after it was taken"), std::string::npos) << error;
+  // Early chunks wait (and are acknowledged) until two steps' rounds are held.
+  EXPECT_EQ(offer(5, 0, 0, &error).kind, control) << error;
+  EXPECT_EQ(offer(5, 0, 0, &error).kind, 0);
+  EXPECT_NE(error.find("came twice"), std::string::npos) << error;
+  for (std::uint32_t k = 1; k < 12; ++k)
+    EXPECT_EQ(offer(5 + k / 6, 0, k % 6, &error).kind, control) << error;
+  EXPECT_EQ(offer(7, 0, 0, &error).kind, 0);
+  EXPECT_NE(error.find("too many"), std::string::npos) << error;
 }
 
 // -- distributed layer-wise evaluation --

@@ -38,10 +38,12 @@ struct golden_case {
   std::string dataset, pipeline;
   int layers = 2, parts = 1, fusion = 2;
   std::string model = "sage";
+  std::string allreduce = "ring";
 
   std::string name() const {
     return dataset + "_" + pipeline + "_l" + std::to_string(layers) + "_p" + std::to_string(parts) +
-           "_f" + std::to_string(fusion) + (model == "sage" ? "" : "_" + model);
+           "_f" + std::to_string(fusion) + (model == "sage" ? "" : "_" + model) +
+           (allreduce == "ring" ? "" : "_" + allreduce);
   }
 };
 
@@ -70,6 +72,7 @@ train_settings settings_of(const golden_case& c) {
   s.history_bits = 8;
   s.staleness = 1;
   s.fusion = c.fusion;
+  s.allreduce = c.allreduce;
   s.threads = 1;  // Eigen's blocking depends on the team size: fix it so every machine agrees
   return s;
 }
@@ -127,6 +130,12 @@ std::vector<golden_case> cases() {
   // GCN in both pipelines (recorded after the redesign, when the decentralized pipeline got it).
   for (const char* p : {"centralized", "decentralized"})
     out.push_back({"cora", p, 3, 4, 2, "gcn"});
+  // The star all-reduce through the coordinator (the only one before the ring): these lines are
+  // the ring's cases as recorded before the ring came, bit for bit.
+  for (const char* d : {"cora", "pubmed"}) {
+    for (const char* p : {"centralized", "decentralized"})
+      out.push_back({d, p, 3, 4, 2, "sage", "star"});
+  }
   return out;
 }
 

@@ -76,9 +76,20 @@ struct in_process_cluster {
   template <class Atom>
   wire_message ask_shard(int p, Atom atom, wire::kind k, wire::bytes b,
                          std::string* error = nullptr) {
+    return ask(handles.shards[static_cast<size_t>(p)], atom, k, std::move(b), error);
+  }
+  /// The same of batch actor p.
+  template <class Atom>
+  wire_message ask_batcher(int p, Atom atom, wire::kind k, wire::bytes b,
+                           std::string* error = nullptr) {
+    return ask(handles.batchers[static_cast<size_t>(p)], atom, k, std::move(b), error);
+  }
+
+ private:
+  template <class Handle, class Atom>
+  wire_message ask(const Handle& to, Atom atom, wire::kind k, wire::bytes b, std::string* error) {
     wire_message out;
-    self->request(handles.shards[static_cast<size_t>(p)], std::chrono::seconds(30), atom,
-                  pack(k, std::move(b)))
+    self->request(to, std::chrono::seconds(30), atom, pack(k, std::move(b)))
         .receive([&](wire_message& r) { out = std::move(r); },
                  [&](caf::error& e) {
                    if (error) *error = sys.render(e);
