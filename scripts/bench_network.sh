@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Epoch time and bytes of the centralized vs decentralized pipelines, each of 4 nodes a process in its
 # own network namespace, every node's link rate-limited both ways by tc tbf (DESIGN.md section 5).
-# Usage (as root): [DEGNN_RATES="1gbit 10gbit" DEGNN_DATASETS="pubmed synth" DEGNN_LAYERS="2 3" ...] scripts/bench_network.sh
+# Usage (as root): [DEGNN_RATES="1gbit 10gbit" DEGNN_DATASETS="pubmed synth" DEGNN_LAYERS="2 3"
+#   DEGNN_ALLREDUCE="ring star" ...] scripts/bench_network.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +12,7 @@ read -r -a RATES <<<"${DEGNN_RATES:-1gbit 10gbit}"
 read -r -a DATASETS <<<"${DEGNN_DATASETS:-pubmed synth}"
 read -r -a LAYERS <<<"${DEGNN_LAYERS:-2 3}"
 read -r -a PIPELINES <<<"${DEGNN_PIPELINES:-centralized decentralized}"
+read -r -a ALLREDUCES <<<"${DEGNN_ALLREDUCE:-ring}"   # ring (the default) and/or star
 SYNTH=${DEGNN_SYNTH_DIR:-/tmp/degnn-bench/synth-1000000-10000000-128}
 SYNTH_BATCHES=${DEGNN_SYNTH_BATCHES:-3}      # steps measured on the synthetic graph (of 25)
 EPOCHS=${DEGNN_EPOCHS:-1}                    # epoch_s reported is the mean over the epochs
@@ -278,11 +280,11 @@ launch() {  # dataset dir: nodes 1..3 in the background, node 0 last; sets RC0
   return 1
 }
 
-run_one() {  # dataset layers rate pipeline
-  local d=$1 L=$2 rate=$3 pipe=$4 k fan dir peers="" t0 t1 load attempt=1
+run_one() {  # dataset layers rate pipeline allreduce
+  local d=$1 L=$2 rate=$3 pipe=$4 ar=$5 k fan dir peers="" t0 t1 load attempt=1
   fan=$(printf '10,%.0s' $(seq "$L"))
   fan=${fan%,}
-  dir=$WORK/runs/$d-L$L-$rate-$pipe
+  dir=$WORK/runs/$d-L$L-$rate-$pipe-$ar
   rm -rf "$dir" "$dir".failed-*
   for ((k = 0; k < NODES; ++k)); do peers+="${peers:+,}198.18.0.$((k + 1)):$PORT"; done
   while :; do
@@ -292,6 +294,7 @@ run_one() {  # dataset layers rate pipeline
 partitions = "${PARTS[$d]}"
 peers = "$peers"
 pipeline = "$pipe"
+allreduce = "$ar"
 layers = $L
 fanouts = "$fan"
 hidden = 128
@@ -305,9 +308,11 @@ no-progress = true
 timeout = ${REQ_TIMEOUT[$d]}
 connect-timeout = 300
 threads = $NODE_THREADS
+# Plain TCP: the bridge and namespaces are this script's own, nothing else is on them.
+insecure = true
 CONF
     load=$(cut -d' ' -f1 /proc/loadavg)
-    log "run: ${LABEL[$d]}, $L layers, $rate, $pipe (attempt $attempt, load average $load)"
+    log "run: ${LABEL[$d]}, $L layers, $rate, $pipe, $ar all-reduce (attempt $attempt, load average $load)"
     t0=$(date +%s.%N)
     if launch "$d" "$dir"; then t1=$(date +%s.%N); break; fi
     t1=$(date +%s.%N)
@@ -316,10 +321,11 @@ CONF
     attempt=$((attempt + 1))
   done
   "$PY" - "$dir" "$SESSION" "${LABEL[$d]}" "$L" "$rate" "$pipe" "$RC0" "$t0" "$t1" "$NETEM" "$BURST" \
-    "${MAXB[$d]}" "$EPOCHS" "$load" "$attempt" >>"$RESULTS" <<'PY'
+    "${MAXB[$d]}" "$EPOCHS" "$load" "$attempt" "$ar" >>"$RESULTS" <<'PY'
 import json, os, re, sys
-d, session, label, L, rate, pipe, rc, t0, t1, netem, burst, maxb, epochs, load, attempt = sys.argv[1:]
+d, session, label, L, rate, pipe, rc, t0, t1, netem, burst, maxb, epochs, load, attempt, ar = sys.argv[1:]
 row = {"session": session, "dataset": label, "layers": int(L), "rate": rate, "pipeline": pipe,
+       "allreduce": ar,
        "rc": int(rc), "attempts": int(attempt), "wall_s": round(float(t1) - float(t0), 3),
        "loadavg_1m_before": float(load),
        "netem_delay": netem == "yes",
@@ -370,7 +376,9 @@ for rate in "${RATES[@]}"; do
   [ "$RATE_CHECK" = 0 ] || rate_check "$rate"
   for d in "${DATASETS[@]}"; do
     for L in "${LAYERS[@]}"; do
-      for pipe in "${PIPELINES[@]}"; do run_one "$d" "$L" "$rate" "$pipe"; done
+      for ar in "${ALLREDUCES[@]}"; do
+        for pipe in "${PIPELINES[@]}"; do run_one "$d" "$L" "$rate" "$pipe" "$ar"; done
+      done
     done
   done
 done
@@ -392,10 +400,10 @@ print(f"4 METIS parts, fanouts 10 per layer, hidden 128, batch 1024, seed 1, no 
       f"load average {load0} at the start, {load1} at the end (the machine may be shared).")
 if rate_note: print(f"tbf check: {rate_note.rstrip('; ')}")
 print()
-print("| dataset | layers | rate | pipeline | steps | epoch s | sample s | overlapped s | compute s | all-reduce s "
+print("| dataset | layers | rate | pipeline | all-reduce | steps | epoch s | sample s | overlapped s | compute s | all-reduce s "
       "| MB sent | one-time init s (not in epoch) | speedup dec vs cen (time cen/dec) | byte ratio (cen/dec) | wall s |")
-print("| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-key = lambda r: (r["dataset"], r["layers"], r["rate"])
+print("| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+key = lambda r: (r["dataset"], r["layers"], r["rate"], r.get("allreduce", "star"))
 by = {(key(r), r["pipeline"]): r for r in rows}
 plot = []
 for r in rows:
@@ -410,12 +418,13 @@ for r in rows:
     if r.get("init_mb") is not None: init += f" ({r['init_mb']:.0f} MB)"
     status = "" if r["rc"] == 0 else f" FAILED rc={r['rc']}"
     if r.get("attempts", 1) > 1: status += f" (attempt {r['attempts']})"
-    print(f"| {r['dataset']} | {r['layers']} | {r['rate']} | {r['pipeline']}{status} | {steps if steps is not None else '-'} "
+    print(f"| {r['dataset']} | {r['layers']} | {r['rate']} | {r['pipeline']}{status} | {r.get('allreduce', 'star')} "
+          f"| {steps if steps is not None else '-'} "
           f"| {f(r.get('epoch_s'))} | {f(r.get('sample_s'))} | {f(r.get('overlap_s'))} | {f(r.get('compute_s'))} "
           f"| {f(r.get('allreduce_s'))} | {f(r['bytes'] / 1e6 if 'bytes' in r else None, 2)} | {init} | {speed} | {ratio} "
           f"| {r['wall_s']:.1f} |")
     if r["pipeline"] == "decentralized" and c:
-        label = f"{r['dataset']} L{r['layers']} {r['rate']}".replace("synthetic-1M", "synth-1M")
+        label = f"{r['dataset']} L{r['layers']} {r['rate']} {r.get('allreduce', 'star')}".replace("synthetic-1M", "synth-1M")
         plot.append((label, c.get("epoch_s") or 0, r.get("epoch_s") or 0))
 print()
 print("epoch s = wall time of node 0's epoch loop (steps + the last all-reduce); synthetic-1M: only the "
