@@ -16,7 +16,6 @@
 #include "model/synthetic_graph.hpp"
 #include "runtime/cli_options.hpp"
 #include "runtime/commands.hpp"
-#include "runtime/heap_tuning.hpp"
 #include "runtime/process_stats.hpp"
 
 namespace degnn {
@@ -137,7 +136,6 @@ int bench_train(int argc, char** argv) {
        {"max-batches", "0", "stop each epoch after this many batches (0 = all)"},
        {"work", "/tmp/degnn-bench", "where the synthetic graph is generated (reused)"}});
   if (!opts.parse(argc, argv, 0)) return 0;
-  keep_freed_heap();  // as degnn train does in one process
   fs::path dir = opts.str("data");
   if (dir.empty()) {
     const auto nodes = static_cast<node_id>(opts.integer("nodes", 2, 2'000'000'000));

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "runtime/commands.hpp"
+#include "runtime/heap_tuning.hpp"
 
 namespace {
 
@@ -36,6 +37,8 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   // Line by line even into a pipe (degnn launch, a log collector): progress shows as it happens.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  // Training allocates and frees large blocks every batch or step: keep them (heap_tuning.hpp).
+  if (command == "train" || command == "node" || command == "bench") degnn::keep_freed_heap();
   try {
     if (command == "train") return degnn::run_train(argc - 2, argv + 2);
     if (command == "node") return degnn::run_node(argc - 2, argv + 2);

@@ -7,7 +7,6 @@
 #include "model/checkpoint.hpp"
 #include "model/inference.hpp"
 #include "model/sampler.hpp"
-#include "runtime/heap_tuning.hpp"
 #include "runtime/process_stats.hpp"
 
 namespace degnn {
@@ -21,7 +20,6 @@ std::uint64_t batches_per_epoch(std::span<const std::size_t> train_per_part, int
 
 std::vector<float> train_single(const train_settings& s, const dataset& d, training_report& report,
                                 const step_hook& on_step) {
-  keep_freed_heap();  // batches allocate and free hundreds of MB each (heap_tuning.hpp)
   const std::size_t prefetch_depth = std::thread::hardware_concurrency() >= 4 ? 1 : 0;
   replica_config rc = s.model;
   rc.in_dim = d.num_features();
