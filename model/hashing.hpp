@@ -1,5 +1,6 @@
-// The project's two small hashing tools: the splitmix64 mixer that keys every random stream
-// (sampling, dropout, quantization, generation), and the checksum of binary files.
+// The project's small hashing tools: the splitmix64 mixer that keys every random stream
+// (sampling, dropout, quantization, generation), a 32-bit mixer for per-entry dropout, and the
+// checksum of binary files.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,15 @@ constexpr std::uint64_t mix64(std::uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
+}
+
+/// murmur3's 32-bit finaliser: a cheap bijective 32-bit mixer that vectorises (keyed dropout).
+constexpr std::uint32_t mix32(std::uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x85ebca6bU;
+  x ^= x >> 13;
+  x *= 0xc2b2ae35U;
+  return x ^ (x >> 16);
 }
 
 /// Order-dependent 64-bit checksum over 8-byte words: catches flipped bytes and swapped blocks

