@@ -131,9 +131,8 @@ local_cg expand_local(const graph_partition& part, const partition_book& book,
 }
 
 Matrix forward_local_cg(const gnn_model& model, const local_cg& cg, const Matrix& local_features,
-                        const std::vector<Matrix>& leaves, bool training,
-                        std::uint64_t dropout_seed, local_cg_state& state,
-                        std::vector<Matrix>* pre_dropout) {
+                        std::vector<Matrix> leaves, bool training, std::uint64_t dropout_seed,
+                        local_cg_state& state, std::vector<Matrix>* pre_dropout) {
   const int top = cg.top_level;
   const float p = model.config().dropout;
   if (top == 0) {
@@ -151,9 +150,10 @@ Matrix forward_local_cg(const gnn_model& model, const local_cg& cg, const Matrix
     const block& b = cg.blocks[static_cast<size_t>(k)];
     const auto& from = cg.src_from[static_cast<size_t>(k)];
     const Matrix& below = k == 0 ? local_features : state.outputs[static_cast<size_t>(k - 1)];
-    Matrix leaf_rows;
+    const Matrix* leaf_source = nullptr;
     if (!cg.remote_leaves[static_cast<size_t>(k)].empty()) {
-      leaf_rows = leaves.at(static_cast<size_t>(k));
+      Matrix& leaf_rows = leaves.at(static_cast<size_t>(k));
+      leaf_source = &leaf_rows;
       if (leaf_rows.rows() !=
           static_cast<Eigen::Index>(cg.remote_leaves[static_cast<size_t>(k)].size())) {
         throw std::invalid_argument("forward_local_cg: wrong number of leaf rows at level " +
@@ -172,7 +172,10 @@ Matrix forward_local_cg(const gnn_model& model, const local_cg& cg, const Matrix
       if (from[i] >= 0) {
         in.row(r) = below.row(from[i]);
       } else {
-        in.row(r) = leaf_rows.row(-1 - from[i]);
+        if (!leaf_source)
+          throw std::invalid_argument("forward_local_cg: a remote leaf at level " +
+                                      std::to_string(k) + " without leaf rows");
+        in.row(r) = leaf_source->row(-1 - from[i]);
       }
     }
     Matrix& out = state.outputs[static_cast<size_t>(k)];

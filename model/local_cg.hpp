@@ -60,11 +60,11 @@ struct local_cg_state {
 /// leaves[k]: (remote_leaves[k].size(), width of level k) rows for level k's remote leaves —
 /// features at level 0, historical embeddings (after ReLU, before dropout) above.
 /// pre_dropout, when non-null, receives per block its output after ReLU and before dropout
-/// (the values to write back as history).
+/// (the values to write back as history). leaves is taken by value: its history rows get their
+/// dropout in place (pass a temporary, and no row is copied for it).
 Matrix forward_local_cg(const gnn_model& model, const local_cg& cg, const Matrix& local_features,
-                        const std::vector<Matrix>& leaves, bool training,
-                        std::uint64_t dropout_seed, local_cg_state& state,
-                        std::vector<Matrix>* pre_dropout = nullptr);
+                        std::vector<Matrix> leaves, bool training, std::uint64_t dropout_seed,
+                        local_cg_state& state, std::vector<Matrix>* pre_dropout = nullptr);
 
 /// Accumulates the weight gradients of the local layers for grad_top = d loss / d output of
 /// forward_local_cg (targets rows). Remote leaves are constants and get no gradient.
