@@ -22,4 +22,24 @@ caf::actor spawn_delayed_relay(caf::actor_system& sys, caf::actor to, caf::messa
   });
 }
 
+caf::actor spawn_held_relay(caf::actor_system& sys, caf::actor to, caf::message what,
+                            std::function<bool()> holding) {
+  return sys.spawn([to, what, holding](caf::event_based_actor* self) -> caf::behavior {
+    return {
+        [=](relay_atom) {
+          auto rp = self->make_response_promise();
+          self->become([=](fire_atom) mutable {
+            if (holding()) {
+              self->delayed_send(self, std::chrono::milliseconds(20), fire_atom_v);
+              return;
+            }
+            rp.delegate(to, what);
+            self->quit();
+          });
+          self->send(self, fire_atom_v);
+        },
+    };
+  });
+}
+
 }  // namespace degnn

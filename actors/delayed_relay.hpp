@@ -1,10 +1,11 @@
-// A delayed message of the fault policy (link_faults.hpp): a short-lived actor holds a request
-// back, then delegates it to its receiver, whose reply goes straight to the original asker.
+// A delayed or held message of the fault policy (link_faults.hpp): a short-lived actor holds a
+// request back, then delegates it to its receiver, whose reply goes straight to the original asker.
 #pragma once
 
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <functional>
 
 namespace degnn {
 
@@ -12,5 +13,10 @@ namespace degnn {
 /// (delegated: the asker's time-out and reply handler stay in force), then quits.
 caf::actor spawn_delayed_relay(caf::actor_system& sys, caf::actor to, caf::message what,
                                std::chrono::milliseconds delay);
+
+/// The same, held while `holding()` says so (checked every 20 ms): a request across a cut link
+/// waits for the heal, as over a network partition that TCP outlasts; the asker's time-out runs.
+caf::actor spawn_held_relay(caf::actor_system& sys, caf::actor to, caf::message what,
+                            std::function<bool()> holding);
 
 }  // namespace degnn

@@ -129,7 +129,18 @@ void gather(Self* self, Atom atom, std::vector<wire_request<Handle, Atom>> reque
       }
       fail_with(*p, i, err);
     };
-    if (fate.delay_ms > 0) {
+    // A cut link (the console's `cut`): held until the heal, or until the time-out.
+    const bool held = link.counts() && link.counts()->cut_between(link.part(), part);
+    if (held) {
+      ++link.counts()->held;
+      auto counts = link.shared_counts();
+      const int from = link.part();
+      auto relay = spawn_held_relay(self->home_system(), caf::actor_cast<caf::actor>(to),
+                                    caf::make_message(atom, std::move(msg)), [counts, from, part] {
+                                      return counts->cut_between(from, part);
+                                    });
+      self->request(relay, timeout, relay_atom_v).then(std::move(on_reply), std::move(on_error));
+    } else if (fate.delay_ms > 0) {
       // Held back by a relay that then sends it as this request: the time-out runs from now.
       if (auto* c = link.counts()) ++c->delayed;
       auto relay = spawn_delayed_relay(self->home_system(), caf::actor_cast<caf::actor>(to),
@@ -140,7 +151,7 @@ void gather(Self* self, Atom atom, std::vector<wire_request<Handle, Atom>> reque
       self->request(to, timeout, atom, std::move(msg))
           .then(std::move(on_reply), std::move(on_error));
     }
-    if (again) {
+    if (again && !held) {
       if (auto* c = link.counts()) ++c->duplicated;
       if (fate.delay_ms > 0) {
         // Behind a delayed original, held back a little longer: the copy must stay the one refused.

@@ -29,9 +29,18 @@ struct fault_policy {
   bool applies(int from, int to, std::uint16_t kind) const;
 };
 
-/// What a process's actors injected and retried, for the run's summary.
+/// What a process's actors injected and retried, for the run's summary; and the partitions cut
+/// off by the console's `cut` (bit p: partition p), which every sender of the process reads.
 struct fault_counters {
-  std::atomic<std::uint64_t> corrupted{0}, duplicated{0}, retried{0}, delayed{0};
+  std::atomic<std::uint64_t> corrupted{0}, duplicated{0}, retried{0}, delayed{0}, held{0};
+  std::atomic<std::uint64_t> cut_parts{0};
+  static constexpr int kMaxCutParts = 64;
+  /// Whether messages between partitions a and b are held: one of them is cut off, the other not.
+  bool cut_between(int a, int b) const {
+    if (a < 0 || b < 0 || a == b || a >= kMaxCutParts || b >= kMaxCutParts) return false;
+    const std::uint64_t m = cut_parts.load();
+    return ((m >> a) & 1U) != ((m >> b) & 1U);
+  }
 };
 
 /// One actor's sending side: numbers its messages (the receiver refuses a number it saw), and
@@ -55,6 +64,8 @@ class link_sender {
   /// Flips one byte of m (chosen from the seed), leaving its checksum: the receiver must notice.
   void damage(wire_message& m) const;
   fault_counters* counts() const { return counts_.get(); }
+  std::shared_ptr<fault_counters> shared_counts() const { return counts_; }
+  int part() const { return part_; }
   static constexpr int kMaxAttempts = 4;
 
  private:

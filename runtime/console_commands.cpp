@@ -42,6 +42,11 @@ const std::vector<std::pair<std::string, std::string>>& console_command_list() {
       {"kill",
        "kill RANK [--signal KILL|STOP]: a test run's fault, refused unless every node "
        "was started with --allow-faults"},
+      {"cut",
+       "cut RANK: a test run's fault: every message between RANK's partitions and the others "
+       "is held until heal (a request held longer than --timeout fails the run); refused "
+       "unless every node was started with --allow-faults"},
+      {"heal", "end a cut: the held messages go on"},
       {"help", "this list (help CMD: one command)"},
   };
   return list;
@@ -122,6 +127,8 @@ console_answer answer_console(status_board& board, const std::string& command) {
     if (!parse_kill(command, error)) return {false, error};
     return {false, "kill is carried out by node 0's node actor"};
   }
+  if (word == "cut" || word == "heal")
+    return {false, word + " is carried out by node 0's node actor"};
   if (word == "actors") {
     if (!extra.empty()) return {false, "usage: actors [RANK]"};
     int rank = -1;

@@ -80,13 +80,29 @@ std::string not_serving_yet(const node_state& st) {
   return st.me() + " has not spawned its workers yet";
 }
 
+// Empty when a fault order (`what`: kill, cut) may be taken: this node allows faults and node 0
+// showed the token this node gave it alone (compared in constant time); else why not.
+std::string refuse_fault_order(node_pointer self, const std::string& token, const char* what) {
+  auto& st = self->state;
+  if (st.kill_token.empty()) return st.me() + " was started without --allow-faults";
+  unsigned char differ = token.size() != st.kill_token.size();
+  for (size_t i = 0; i < std::min(token.size(), st.kill_token.size()); ++i)
+    differ |= static_cast<unsigned char>(token[i] ^ st.kill_token[i]);
+  const auto sender = self->current_sender();
+  if (differ || !sender || st.node0.empty() || sender->node() != st.node0.front())
+    return std::string(what) + " is taken from node 0 only";
+  return {};
+}
+
 node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
                                         std::vector<std::string> identity,
                                         std::optional<seed_role> seed,
                                         std::function<void(const std::string&)> log,
                                         std::string local_key, std::optional<console_role> console,
-                                        std::string kill_token) {
+                                        std::string kill_token,
+                                        std::shared_ptr<fault_counters> cut) {
   self->state.kill_token = std::move(kill_token);
+  self->state.cut = std::move(cut);
   self->state.local_key = std::move(local_key);
   self->state.console = std::move(console);
   self->state.ctx = ctx;
@@ -317,18 +333,23 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         auto& st = self->state;
         if (signal != SIGKILL && signal != SIGSTOP)
           return actor_error(actor_errc::rejected, "a fault kill is SIGKILL or SIGSTOP");
-        if (st.kill_token.empty())
-          return actor_error(actor_errc::rejected, st.me() + " was started without --allow-faults");
-        // The token went to node 0 alone; compared in constant time.
-        unsigned char differ = token.size() != st.kill_token.size();
-        for (size_t i = 0; i < std::min(token.size(), st.kill_token.size()); ++i)
-          differ |= static_cast<unsigned char>(token[i] ^ st.kill_token[i]);
-        const auto sender = self->current_sender();
-        if (differ || !sender || st.node0.empty() || sender->node() != st.node0.front())
-          return actor_error(actor_errc::rejected, "kill is taken from node 0 only");
+        if (auto why = refuse_fault_order(self, token, "kill"); !why.empty())
+          return actor_error(actor_errc::rejected, why);
         // The answer first: a stopped or killed process answers nothing.
         self->delayed_send(self, std::chrono::milliseconds(50), kill_now_atom_v, st.local_key,
                            signal);
+        return true;
+      },
+      [self](cut_atom, const std::string& token, std::uint64_t parts) -> caf::result<bool> {
+        auto& st = self->state;
+        if (auto why = refuse_fault_order(self, token, "cut"); !why.empty())
+          return actor_error(actor_errc::rejected, why);
+        if (!st.cut) return actor_error(actor_errc::internal, st.me() + " has no fault counters");
+        st.cut->cut_parts = parts;
+        if (st.log)
+          st.log(parts ? "the console cut partition mask " + std::to_string(parts) +
+                             " off: messages across it are held"
+                       : "the console healed the cut: held messages go on");
         return true;
       },
       [self](node_stats_atom) -> caf::result<std::vector<std::int64_t>> {
@@ -451,9 +472,10 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
 node_actor spawn_node_actor(caf::actor_system& sys, const wire::context& ctx,
                             std::vector<std::string> identity, std::optional<seed_role> seed,
                             std::function<void(const std::string&)> log, std::string local_key,
-                            std::optional<console_role> console, std::string kill_token) {
+                            std::optional<console_role> console, std::string kill_token,
+                            std::shared_ptr<fault_counters> cut) {
   return sys.spawn(node_behavior, ctx, std::move(identity), std::move(seed), std::move(log),
-                   std::move(local_key), std::move(console), std::move(kill_token));
+                   std::move(local_key), std::move(console), std::move(kill_token), std::move(cut));
 }
 
 void add_runtime_types(caf::actor_system_config& cfg) {

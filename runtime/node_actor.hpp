@@ -85,6 +85,7 @@ CAF_ADD_ATOM(degnn_runtime, degnn, console_atom, "console")
 CAF_ADD_ATOM(degnn_runtime, degnn, farewell_atom, "farewell")
 CAF_ADD_ATOM(degnn_runtime, degnn, kill_atom, "faultkill")
 CAF_ADD_ATOM(degnn_runtime, degnn, kill_now_atom, "killnow")
+CAF_ADD_ATOM(degnn_runtime, degnn, cut_atom, "faultcut")
 CAF_ADD_ATOM(degnn_runtime, degnn, node_stats_atom, "nodestats")
 CAF_ADD_ATOM(degnn_runtime, degnn, stats_poll_atom, "statspoll")
 CAF_ADD_ATOM(degnn_runtime, degnn, recover_atom, "recover")
@@ -152,6 +153,7 @@ using node_actor = caf::typed_actor<
     caf::replies_to<bye_atom, std::string>::with<bool>,
     caf::replies_to<farewell_atom, std::string>::with<bool>,
     caf::replies_to<kill_atom, std::string, std::int32_t>::with<bool>,
+    caf::replies_to<cut_atom, std::string, std::uint64_t>::with<bool>,
     caf::reacts_to<kill_now_atom, std::string, std::int32_t>,
     caf::replies_to<node_stats_atom>::with<std::vector<std::int64_t>>,
     caf::reacts_to<stats_poll_atom, std::string>,
@@ -189,7 +191,8 @@ node_actor spawn_node_actor(caf::actor_system& sys, const wire::context& ctx,
                             std::vector<std::string> identity, std::optional<seed_role> seed,
                             std::function<void(const std::string&)> log, std::string local_key,
                             std::optional<console_role> console = std::nullopt,
-                            std::string kill_token = {});
+                            std::string kill_token = {},
+                            std::shared_ptr<fault_counters> cut = nullptr);
 
 /// Registers the runtime's message types (after add_actor_types).
 void add_runtime_types(caf::actor_system_config& cfg);

@@ -192,7 +192,7 @@ int run_node(int argc, char** argv) {
       },
       local_key,
       coordinates ? std::optional<console_role>(console_role{board, mode.tls}) : std::nullopt,
-      kill_token);
+      kill_token, allow_faults ? ws.fault_counts : nullptr);
   caf::scoped_actor self{sys};
   // Whatever ends this function, the local actors stop first: the actor system's destructor waits
   // for every actor, so an error that skipped this would hang the process.

@@ -1,6 +1,7 @@
 // The operator console at node 0's node actor: a console_request is checked (with TLS, a fresh
 // proof over an operator certificate), answered from the status board, and every command that
-// changes the run is logged with the view and who gave it; `kill` goes to the target's node actor.
+// changes the run is logged with the view and who gave it; `kill` goes to the target's node actor,
+// `cut` and `heal` to every member's.
 #include <nlohmann/json.hpp>
 
 #include <csignal>
@@ -53,6 +54,62 @@ console_answer kill_from_console(node_pointer self, const std::string& command,
   return {true, nlohmann::json{{"kill", k->rank}, {"signal", name}}.dump(), true};
 }
 
+// `cut RANK` / `heal` from the console: every member's senders hold what they send between
+// RANK's partitions and the others until the heal, like a network partition that TCP outlasts
+// (a request held past --timeout fails the run as a lost link would). Each node actor takes the
+// order only from node 0 with its token, and only when started with --allow-faults.
+console_answer cut_from_console(node_pointer self, const std::string& command,
+                                const std::string& who) {
+  auto& st = self->state;
+  std::istringstream in(command);
+  std::string word, rank_text, extra;
+  in >> word >> rank_text >> extra;
+  const bool heal = word == "heal";
+  if (heal ? !rank_text.empty() : (rank_text.empty() || !extra.empty()))
+    return {false, heal ? "usage: heal" : "usage: cut RANK"};
+  if (!st.console->board->fault_commands_allowed())
+    return {false, "fault commands are refused: the cluster was started without --allow-faults"};
+  if (!st.cut) return {false, "node 0 has no fault counters"};
+  std::uint64_t mask = 0;
+  int rank = -1;
+  std::vector<std::int32_t> parts;
+  if (!heal) {
+    try {
+      std::size_t used = 0;
+      rank = std::stoi(rank_text, &used);
+      if (used != rank_text.size() || rank < 0) throw std::invalid_argument(rank_text);
+    } catch (const std::exception&) {
+      return {false, "usage: cut RANK (RANK a node's rank, not '" + rank_text + "')"};
+    }
+    parts = st.console->board->partitions_of(rank);
+    if (parts.empty()) return {false, "no serving member of rank " + rank_text + " in the view"};
+    for (auto p : parts) {
+      if (p >= fault_counters::kMaxCutParts)
+        return {false, "cut covers partitions below " +
+                           std::to_string(fault_counters::kMaxCutParts) + ", not " +
+                           std::to_string(p)};
+      mask |= std::uint64_t{1} << p;
+    }
+  }
+  for (const auto& [peer, g] : st.greeted) {
+    if (!g.node) continue;
+    self->request(caf::actor_cast<node_actor>(g.node), std::chrono::seconds(10), cut_atom_v,
+                  g.kill_token, mask)
+        .then([](bool) {},
+              [self, peer = peer, word](caf::error& e) {
+                if (self->state.log)
+                  self->state.log("console: " + word + " on node " + std::to_string(peer) +
+                                  " refused: " + self->system().render(e));
+              });
+  }
+  st.cut->cut_parts = mask;
+  if (st.log)
+    st.log("console: '" + command + "' from " + who + " (view " +
+           std::to_string(st.console->board->view_id()) + ")");
+  if (heal) return {true, nlohmann::json{{"healed", true}}.dump(), true};
+  return {true, nlohmann::json{{"cut", rank}, {"partitions", parts}}.dump(), true};
+}
+
 }  // namespace
 
 // An operator's console command: with TLS only with a fresh proof over an operator certificate.
@@ -85,6 +142,10 @@ std::vector<char> answer_operator(node_pointer self, const std::vector<char>& b)
   std::istringstream(r.command) >> first;
   if (first == "kill") {
     const console_answer a = kill_from_console(self, r.command, who);
+    return reply(a.ok, a.text);
+  }
+  if (first == "cut" || first == "heal") {
+    const console_answer a = cut_from_console(self, r.command, who);
     return reply(a.ok, a.text);
   }
   // An operator's command must never end the node actor.

@@ -47,6 +47,9 @@ struct node_state {
   /// --allow-faults: node 0 may kill or stop this node by showing this random token, which this
   /// node gave node 0 alone in its greeting (empty: never).
   std::string kill_token;
+  /// --allow-faults: this process's fault counters, whose cut mask the console's cut and heal
+  /// set (every sender of the process holds messages across it).
+  std::shared_ptr<fault_counters> cut;
   bool polling = false;   ///< node 0: asking the members their figures each second
   bool farewell = false;  ///< node 0 said bye: its going away is the end of the run
   /// A newer view node 0 announced after losing a member, until this node's runtime takes it.

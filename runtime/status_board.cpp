@@ -372,6 +372,13 @@ bool status_board::fault_commands_allowed() const {
   return fault_commands_;
 }
 
+std::vector<std::int32_t> status_board::partitions_of(int rank) const {
+  std::lock_guard lock(mu_);
+  for (const auto& m : view_.members)
+    if (m.rank == rank && !m.lost) return {m.partitions.begin(), m.partitions.end()};
+  return {};
+}
+
 std::string status_board::faults_json() const {
   std::lock_guard lock(mu_);
   nlohmann::json j{{"fault_commands", fault_commands_ ? "allowed (--allow-faults)" : "refused"}};
@@ -396,7 +403,13 @@ std::string status_board::faults_json() const {
     j["injected_on_node0"] = {{"damaged", fault_counts_->corrupted.load()},
                               {"sent_again", fault_counts_->retried.load()},
                               {"duplicated", fault_counts_->duplicated.load()},
-                              {"delayed", fault_counts_->delayed.load()}};
+                              {"delayed", fault_counts_->delayed.load()},
+                              {"held_by_a_cut", fault_counts_->held.load()}};
+    nlohmann::json cut = nlohmann::json::array();
+    const std::uint64_t mask = fault_counts_->cut_parts.load();
+    for (int p = 0; p < fault_counters::kMaxCutParts; ++p)
+      if ((mask >> p) & 1U) cut.push_back(p);
+    j["cut_partitions"] = cut;
   }
   return j.dump();
 }

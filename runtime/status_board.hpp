@@ -85,6 +85,8 @@ class status_board {
   void set_faults(std::shared_ptr<const fault_policy> policy,
                   std::shared_ptr<const fault_counters> counts, bool commands_allowed);
   bool fault_commands_allowed() const;
+  /// The partitions member `rank` serves in the current view (empty: no such member).
+  std::vector<std::int32_t> partitions_of(int rank) const;
   /// The `faults` command's answer: what is allowed, node 0's policy and what it injected.
   std::string faults_json() const;
 

@@ -78,7 +78,7 @@ TEST_F(Console, EachCommandAnswersAndAMalformedOneGetsAnErrorWhileTheConsoleGoes
   const std::string node0 = start_cluster("plain", {}, {});
   for (const auto& [name, help] : console_command_list()) {
     if (name == "pause" || name == "resume" || name == "checkpoint" || name == "kill" ||
-        name == "set" || name == "trace")
+        name == "set" || name == "trace" || name == "cut" || name == "heal")
       continue;  // below
     const auto [rc, out] = console({node0, "-c", name, "--json"});
     ASSERT_EQ(rc, 0) << name << ": " << out;
@@ -369,6 +369,56 @@ TEST_F(Console, KillStopsOrKillsANodeWhenTheClusterAllowsFaults) {
   const std::string out0 = read_file(log("faults0"));
   EXPECT_TRUE(contains(out0, "console: 'kill 1' from an operator at")) << out0;
   EXPECT_TRUE(contains(out0, "partition 1")) << out0;
+}
+
+// `cut 1` holds every message between node 1's partition and the others: the step counter
+// stands still and `faults` shows the cut and the held requests; `heal` lets them go on and the
+// run trains on. Both are logged on node 0, the cut on node 1 too; malformed ones get the usage.
+TEST_F(Console, CutHoldsTheStepsAcrossItAndHealLetsThemGoOn) {
+  const std::string node0 = start_cluster("cut", {"--allow-faults"}, {"--allow-faults"});
+  auto progress = [&] {
+    const auto [rc, out] = console({node0, "-c", "progress", "--json"});
+    EXPECT_EQ(rc, 0) << out;
+    return nlohmann::json::parse(out, nullptr, false);
+  };
+  for (const auto& [cmd, want] :
+       std::vector<std::pair<std::string, std::string>>{{"cut", "usage: cut RANK"},
+                                                        {"cut one", "usage: cut RANK"},
+                                                        {"cut 7", "no serving member of rank 7"},
+                                                        {"heal 1", "usage: heal"}}) {
+    const auto [rc, out] = console({node0, "-c", cmd});
+    EXPECT_EQ(rc, 1) << cmd;
+    EXPECT_TRUE(contains(out, want)) << cmd << ": " << out;
+  }
+  const auto [crc, cut] = console({node0, "-c", "cut 1", "--json"});
+  ASSERT_EQ(crc, 0) << cut;
+  EXPECT_TRUE(contains(cut, "\"partitions\":[1]")) << cut;
+  std::this_thread::sleep_for(1s);  // the step in flight reaches the cut
+  const auto held = progress();
+  ASSERT_FALSE(held.is_discarded());
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(progress()["steps"], held["steps"]) << "steps moved across the cut";
+  const auto [frc, faults] = console({node0, "-c", "faults", "--json"});
+  ASSERT_EQ(frc, 0) << faults;
+  const auto f = nlohmann::json::parse(faults, nullptr, false);
+  ASSERT_FALSE(f.is_discarded()) << faults;
+  EXPECT_EQ(f["cut_partitions"], nlohmann::json::array({1})) << faults;
+  EXPECT_GT(f["injected_on_node0"]["held_by_a_cut"].get<std::uint64_t>(), 0u) << faults;
+  const auto [hrc, healed] = console({node0, "-c", "heal", "--json"});
+  ASSERT_EQ(hrc, 0) << healed;
+  bool moved = false;
+  for (int i = 0; i < 100 && !moved; ++i) {
+    moved = progress()["steps"].get<std::uint64_t>() > held["steps"].get<std::uint64_t>() + 2;
+    if (!moved) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(moved) << "no steps after heal within 10 s";
+  const std::string out0 = read_file(log("cut0")), out1 = read_file(log("cut1"));
+  EXPECT_TRUE(contains(out0, "console: 'cut 1' from an operator at")) << out0;
+  EXPECT_TRUE(contains(out0, "console: 'heal' from an operator at")) << out0;
+  EXPECT_TRUE(contains(out1, "the console cut partition mask 2 off")) << out1;
+  EXPECT_TRUE(contains(out1, "the console healed the cut")) << out1;
+  EXPECT_EQ(nodes_[0]->wait(10ms), -1) << out0;
+  EXPECT_EQ(nodes_[1]->wait(10ms), -1) << out1;
 }
 
 // With --recover adopt, a node killed from the console is recovered inside the run: node 0 takes
