@@ -52,17 +52,25 @@ const std::vector<std::pair<std::string, std::string>>& console_command_list() {
   return list;
 }
 
+std::optional<int> parse_rank(const std::string& text) {
+  try {
+    std::size_t used = 0;
+    const int rank = std::stoi(text, &used);
+    if (used == text.size() && rank >= 0) return rank;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
 std::optional<kill_order> parse_kill(const std::string& command, std::string& error) {
   std::istringstream in(command);
   std::string word, rank, flag, signal, extra;
   in >> word >> rank >> flag >> signal >> extra;
   const std::string usage = "usage: kill RANK [--signal KILL|STOP]";
   kill_order k;
-  try {
-    std::size_t used = 0;
-    k.rank = std::stoi(rank, &used);
-    if (used != rank.size() || k.rank < 0) throw std::invalid_argument(rank);
-  } catch (const std::exception&) {
+  if (auto r = parse_rank(rank)) {
+    k.rank = *r;
+  } else {
     error = "'" + rank + "' is not a rank; " + usage;
     return std::nullopt;
   }
@@ -133,13 +141,9 @@ console_answer answer_console(status_board& board, const std::string& command) {
     if (!extra.empty()) return {false, "usage: actors [RANK]"};
     int rank = -1;
     if (!arg.empty()) {
-      try {
-        std::size_t used = 0;
-        rank = std::stoi(arg, &used);
-        if (used != arg.size() || rank < 0) throw std::invalid_argument(arg);
-      } catch (const std::exception&) {
-        return {false, "usage: actors [RANK] (RANK a node's rank, not '" + arg + "')"};
-      }
+      const auto r = parse_rank(arg);
+      if (!r) return {false, "usage: actors [RANK] (RANK a node's rank, not '" + arg + "')"};
+      rank = *r;
     }
     std::string table = board.actors_json(rank);
     if (table.empty()) return {false, "no node " + arg + " in the view"};

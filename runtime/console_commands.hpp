@@ -28,6 +28,8 @@ struct kill_order {
   int rank = 0;
   bool stop = false;
 };
+/// A node's rank written in full as a whole number >= 0; nothing for anything else.
+std::optional<int> parse_rank(const std::string& text);
 /// The order a kill command gives; nothing (and the error) when it is malformed.
 std::optional<kill_order> parse_kill(const std::string& command, std::string& error);
 

@@ -74,13 +74,9 @@ console_answer cut_from_console(node_pointer self, const std::string& command,
   int rank = -1;
   std::vector<std::int32_t> parts;
   if (!heal) {
-    try {
-      std::size_t used = 0;
-      rank = std::stoi(rank_text, &used);
-      if (used != rank_text.size() || rank < 0) throw std::invalid_argument(rank_text);
-    } catch (const std::exception&) {
-      return {false, "usage: cut RANK (RANK a node's rank, not '" + rank_text + "')"};
-    }
+    const auto r = parse_rank(rank_text);
+    if (!r) return {false, "usage: cut RANK (RANK a node's rank, not '" + rank_text + "')"};
+    rank = *r;
     parts = st.console->board->partitions_of(rank);
     if (parts.empty()) return {false, "no serving member of rank " + rank_text + " in the view"};
     for (auto p : parts) {
