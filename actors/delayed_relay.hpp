@@ -16,7 +16,9 @@ caf::actor spawn_delayed_relay(caf::actor_system& sys, caf::actor to, caf::messa
 
 /// The same, held while `holding()` says so (checked every 20 ms): a request across a cut link
 /// waits for the heal, as over a network partition that TCP outlasts; the asker's time-out runs.
+/// After `limit` (the asker's time-out) it gives up and quits, so that no relay outlives the run
+/// (the actor system waits for every actor before the process ends).
 caf::actor spawn_held_relay(caf::actor_system& sys, caf::actor to, caf::message what,
-                            std::function<bool()> holding);
+                            std::function<bool()> holding, std::chrono::milliseconds limit);
 
 }  // namespace degnn

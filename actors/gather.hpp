@@ -135,10 +135,10 @@ void gather(Self* self, Atom atom, std::vector<wire_request<Handle, Atom>> reque
       ++link.counts()->held;
       auto counts = link.shared_counts();
       const int from = link.part();
-      auto relay = spawn_held_relay(self->home_system(), caf::actor_cast<caf::actor>(to),
-                                    caf::make_message(atom, std::move(msg)), [counts, from, part] {
-                                      return counts->cut_between(from, part);
-                                    });
+      auto relay = spawn_held_relay(
+          self->home_system(), caf::actor_cast<caf::actor>(to),
+          caf::make_message(atom, std::move(msg)),
+          [counts, from, part] { return counts->cut_between(from, part); }, timeout);
       self->request(relay, timeout, relay_atom_v).then(std::move(on_reply), std::move(on_error));
     } else if (fate.delay_ms > 0) {
       // Held back by a relay that then sends it as this request: the time-out runs from now.

@@ -5,6 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "actors/delayed_relay.hpp"
 #include "actors/link_faults.hpp"
 
 namespace degnn {
@@ -107,6 +112,58 @@ TEST(LinkSender, FaultsDependOnSeedLinkAndMessageOnly) {
   EXPECT_FALSE(one.decide(m, 2, 1).corrupt || one.decide(m, 2, 1).duplicate);
   policy->links = {{1, 2}};
   EXPECT_TRUE(one.decide(m, 2, 1).corrupt);
+}
+
+// The console's cut: a partition's bit in the mask holds the links between it and the others.
+TEST(FaultCounters, ACutHoldsTheLinksAcrossItOnly) {
+  fault_counters c;
+  EXPECT_FALSE(c.cut_between(0, 1));
+  c.cut_parts = 0b10;  // partition 1 cut off
+  EXPECT_TRUE(c.cut_between(0, 1));
+  EXPECT_TRUE(c.cut_between(1, 2));
+  EXPECT_FALSE(c.cut_between(0, 2));
+  EXPECT_FALSE(c.cut_between(1, 1));
+  EXPECT_FALSE(c.cut_between(-1, 1)) << "a sender of no partition (the coordinator) is not held";
+  c.cut_parts = 0b110;  // 1 and 2 on one side
+  EXPECT_FALSE(c.cut_between(1, 2));
+  EXPECT_TRUE(c.cut_between(0, 2));
+}
+
+// A held relay sends its request on once the hold ends, and gives up after its limit instead of
+// outliving the run (the actor system waits for every actor before the process ends).
+TEST(HeldRelay, WaitsForTheHealAndGivesUpAfterItsLimit) {
+  caf::actor_system_config cfg;
+  add_actor_types(cfg);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto echo =
+      sys.spawn([]() -> caf::behavior { return {[](const std::string& s) { return s + "!"; }}; });
+  std::atomic<bool> hold{true};
+  auto relay = spawn_held_relay(
+      sys, echo, caf::make_message(std::string("ping")), [&hold] { return hold.load(); },
+      std::chrono::seconds(10));
+  std::thread heal([&hold] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    hold = false;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string got;
+  self->request(relay, std::chrono::seconds(10), relay_atom_v)
+      .receive([&](std::string& r) { got = r; },
+               [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  heal.join();
+  EXPECT_EQ(got, "ping!");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(250));
+  auto stuck = spawn_held_relay(
+      sys, echo, caf::make_message(std::string("ping")), [] { return true; },
+      std::chrono::milliseconds(200));
+  bool gave_up = false;
+  self->request(stuck, std::chrono::seconds(10), relay_atom_v)
+      .receive(
+          [&](std::string&) { ADD_FAILURE() << "a held request went through"; },
+          [&](caf::error& e) { gave_up = sys.render(e).find("cut link") != std::string::npos; });
+  EXPECT_TRUE(gave_up);
+  self->send_exit(echo, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace
