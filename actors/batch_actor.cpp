@@ -77,7 +77,7 @@ caf::result<wire_message> gradient_phase(self_ptr self, const wire_message& m) {
                 self, step, std::move(g.values), contributes,
                 [self, rp, step, fail](std::vector<float> avg) mutable {
                   apply_average(
-                      self, step, std::move(avg),
+                      self, step, std::move(avg), std::nullopt,
                       [self, rp](wire_message done) mutable {
                         count(self->state, kCoordinatorPart, done);
                         rp.deliver(std::move(done));
@@ -107,7 +107,7 @@ caf::result<wire_message> apply(self_ptr self, const wire_message& m) {
   }
   auto rp = self->make_response_promise<wire_message>();
   apply_average(
-      self, avg.h.step, std::move(avg.values),
+      self, avg.h.step, std::move(avg.values), passed_on(m),
       [self, rp](wire_message done) mutable {
         count(self->state, kCoordinatorPart, done);
         rp.deliver(std::move(done));
@@ -153,15 +153,18 @@ namespace batch_detail {
 
 // The shard applies the same average meanwhile; answered once both did.
 void apply_average(self_ptr self, std::uint64_t step, std::vector<float> average,
-                   std::function<void(wire_message)> then,
+                   std::optional<wire_message> encoded, std::function<void(wire_message)> then,
                    std::function<void(const caf::error&)> fail) {
   auto& st = self->state;
-  // Made by the coordinator or by the ring, it reaches the shard as its own worker's average.
-  const wire::allreduce_chunk avg{
-      .h = {step, st.part->part}, .round = 1, .values = std::move(average)};
-  auto for_shard = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, avg));
+  // A ring's average reaches the shard as its own worker's (the shard takes the coordinator's
+  // or its worker's).
+  if (!encoded) {
+    wire::allreduce_chunk avg{.h = {step, st.part->part}, .round = 1, .values = std::move(average)};
+    encoded = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, avg));
+    average = std::move(avg.values);
+  }
   self->request(st.shards[static_cast<size_t>(st.part->part)], st.settings.timeout, apply_atom_v,
-                std::move(for_shard))
+                std::move(*encoded))
       .then(
           [self, then, step](wire_message&) mutable {
             auto& st = self->state;
@@ -172,7 +175,7 @@ void apply_average(self_ptr self, std::uint64_t step, std::vector<float> average
             fail(as_error(self->state, actor_errc::peer_failed,
                           "the shard did not apply the gradient: " + caf::to_string(err)));
           });
-  st.replica->apply_gradient(avg.values);
+  st.replica->apply_gradient(average);
   if (st.settings.decentralized) st.replica->model().zero_grad();
   st.weights.applied_one();
 }

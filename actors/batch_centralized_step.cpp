@@ -241,7 +241,7 @@ void answer(self_ptr self, promise rp, wire::allreduce_chunk out, bool ring) {
       self, step, std::move(gradient), contributes,
       [self, rp, out, step, fail](std::vector<float> avg) mutable {
         apply_average(
-            self, step, std::move(avg),
+            self, step, std::move(avg), std::nullopt,
             [self, rp, out](wire_message) mutable {
               auto& st = self->state;
               auto msg = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,9 +57,10 @@ void answer(self_ptr self, promise rp, wire::allreduce_chunk out, bool ring);
 wire_message take_ring_chunk(self_ptr self, const wire_message& m);
 
 /// The average applied to this replica and then to the shard's; then(the control result to
-/// answer with, not counted yet), or fail(error).
+/// answer with, not counted yet), or fail(error). `encoded`: the average as a message already
+/// (the coordinator's, passed on as it came), else it is encoded for the shard here.
 void apply_average(self_ptr self, std::uint64_t step, std::vector<float> average,
-                   std::function<void(wire_message)> then,
+                   std::optional<wire_message> encoded, std::function<void(wire_message)> then,
                    std::function<void(const caf::error&)> fail);
 
 /// Coordinated checkpoint (batch_checkpoint.cpp): a checkpoint control snapshots the replica and
