@@ -31,15 +31,19 @@ ring_reduction::bounds ring_reduction::chunk(int c) const {
 }
 
 // Reduce-scatter round k: worker w sends chunk w-k, so the chunk it just summed goes on; after
-// P-1 rounds worker w holds chunk w+1 whole. All-gather round P-1+j: w sends chunk w+1-j.
-int ring_reduction::sent_chunk(std::uint32_t round) const {
+// P-1 rounds worker w holds chunk w+1 whole. All-gather round P-1+j: w sends chunk w+1-j. What a
+// worker receives is what the one before it sends.
+int ring_reduction::chunk_sent_by(int worker, std::uint32_t round) const {
   const int k = static_cast<int>(round), last = workers_ - 1;
-  return k < last ? wrap(me_ - k, workers_) : wrap(me_ + 1 - (k - last), workers_);
+  return k < last ? wrap(worker - k, workers_) : wrap(worker + 1 - (k - last), workers_);
+}
+
+int ring_reduction::sent_chunk(std::uint32_t round) const {
+  return chunk_sent_by(me_, round);
 }
 
 int ring_reduction::received_chunk(std::uint32_t round) const {
-  const int k = static_cast<int>(round), last = workers_ - 1, from = me_ - 1;
-  return k < last ? wrap(from - k, workers_) : wrap(from + 1 - (k - last), workers_);
+  return chunk_sent_by(me_ - 1, round);
 }
 
 ring_reduction::outgoing ring_reduction::send() {

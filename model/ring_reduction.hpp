@@ -51,6 +51,8 @@ class ring_reduction {
   std::vector<float> take_average();
 
  private:
+  int chunk_sent_by(int worker, std::uint32_t round) const;
+
   int me_, workers_;
   std::uint32_t rounds_;
   std::vector<float> values_;

@@ -180,11 +180,14 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     // A centralized step's ring all-reduce runs inside the step phase (the workers reduce
     // before they answer): the split says so, and the all-reduce figure is the workers' mean.
     const bool ring_in_steps = s.allreduce == "ring" && !decentralized;
-    rec.split = {{ring_in_steps ? "steps with ring all-reduce" : "steps", steps_s},
-                 {"all-reduce", reduce_s},
-                 {"overlapped", rec.overlap_s},
-                 {"between", std::max(0.0, rec.epoch_s - steps_s - reduce_s - rec.overlap_s)}};
-    if (ring_in_steps) rec.split.erase(rec.split.begin() + 1, rec.split.begin() + 3);
+    const double between = std::max(0.0, rec.epoch_s - steps_s - reduce_s - rec.overlap_s);
+    if (ring_in_steps)
+      rec.split = {{"steps with ring all-reduce", steps_s}, {"between", between}};
+    else
+      rec.split = {{"steps", steps_s},
+                   {"all-reduce", reduce_s},
+                   {"overlapped", rec.overlap_s},
+                   {"between", between}};
     auto stage_s = [&](std::initializer_list<stage> which) {
       double us = 0;
       for (stage k : which)
