@@ -16,7 +16,9 @@
 
 #include "model/data_error.hpp"
 #include "model/durable_file.hpp"
+#include "model/feature_transform.hpp"
 #include "model/hashing.hpp"
+#include "model/sparse_input.hpp"
 
 namespace degnn {
 
@@ -41,8 +43,9 @@ struct part_header {
   std::int64_t num_global_nodes, num_owned, num_edges, num_features;
   std::int64_t num_train, num_valid, num_test, num_halo;
   std::uint64_t owner_checksum;
+  std::int64_t feature_nonzeros;  ///< -1: dense rows; else compressed rows with this many
 };
-static_assert(sizeof(part_header) == 8 + 4 * 4 + 8 * 8 + 8);
+static_assert(sizeof(part_header) == 8 + 4 * 4 + 8 * 8 + 8 + 8);
 
 struct book_header {
   char magic[8];
@@ -161,13 +164,30 @@ void write_partition_file(const fs::path& file, const graph_partition& p, std::u
   h.num_test = static_cast<std::int64_t>(p.test.size());
   h.num_halo = static_cast<std::int64_t>(p.halo.size());
   h.owner_checksum = book_sum;
+  h.feature_nonzeros = p.sparse_features ? p.sparse_features->m.nonZeros() : -1;
   bin_writer w(file);
   w.put(&h, 1);
   w.put(p.owned.data(), p.owned.size());
   w.put(p.indptr.data(), p.indptr.size());
   w.put(p.src_global.data(), p.src_global.size());
   w.put(p.src_local.data(), p.src_local.size());
-  w.put(p.features.data(), static_cast<size_t>(p.features.size()));
+  if (p.sparse_features) {
+    // Each array in one put, as the reader gets it: the checksum hashes a call's bytes whole.
+    const sparse_rows* rows = p.sparse_features.get();
+    sparse_rows compressed;
+    if (!rows->m.isCompressed()) {
+      compressed = *rows;
+      compressed.m.makeCompressed();
+      rows = &compressed;
+    }
+    const auto counts = row_counts(*rows);
+    const auto nnz = static_cast<size_t>(rows->m.nonZeros());
+    w.put(counts.data(), counts.size());
+    w.put(rows->m.innerIndexPtr(), nnz);
+    w.put(rows->m.valuePtr(), nnz);
+  } else {
+    w.put(p.features.data(), static_cast<size_t>(p.features.size()));
+  }
   w.put(p.labels.data(), p.labels.size());
   w.put(p.train.data(), p.train.size());
   w.put(p.valid.data(), p.valid.size());
@@ -256,7 +276,8 @@ graph_partition extract_partition(const dataset& d, const partition_book& book, 
     throw std::invalid_argument("extract_partition: part " + std::to_string(part) +
                                 " outside [0, " + std::to_string(book.num_parts()) + ")");
   }
-  if (d.features.rows() != n || d.labels.size() != static_cast<size_t>(n)) {
+  if ((d.sparse_features ? d.sparse_features->rows() : d.features.rows()) != n ||
+      d.labels.size() != static_cast<size_t>(n)) {
     throw std::invalid_argument(
         "extract_partition: dataset features/labels do not have one row per node");
   }
@@ -301,11 +322,16 @@ graph_partition extract_partition(const dataset& d, const partition_book& book, 
     p.halo_degree[i] = static_cast<std::int32_t>(g.in_degree(p.halo[i]));
   }
 
-  p.features.resize(static_cast<Eigen::Index>(rows), d.features.cols());
   p.labels.resize(rows);
-  for (size_t l = 0; l < rows; ++l) {
-    p.features.row(static_cast<Eigen::Index>(l)) = d.features.row(owned[l]);
+  for (size_t l = 0; l < rows; ++l)
     p.labels[l] = d.labels[static_cast<size_t>(owned[l])];
+  if (d.sparse_features) {
+    p.features.resize(0, d.features.cols());
+    p.sparse_features = std::make_shared<const sparse_rows>(gather_rows(*d.sparse_features, owned));
+  } else {
+    p.features.resize(static_cast<Eigen::Index>(rows), d.features.cols());
+    for (size_t l = 0; l < rows; ++l)
+      p.features.row(static_cast<Eigen::Index>(l)) = d.features.row(owned[l]);
   }
   // Global splits are sorted and local ids follow global order, so the local splits come out
   // sorted.
@@ -407,6 +433,28 @@ partition_book load_partition_book(const fs::path& dir) {
   return partition_book(std::move(owner), m.num_parts);
 }
 
+void set_feature_layout(graph_partition& p, bool sparse) {
+  if (sparse && !p.sparse_features) {
+    p.sparse_features = std::make_shared<const sparse_rows>(to_sparse(p.features));
+    p.features = Matrix(0, p.features.cols());
+  } else if (!sparse && p.sparse_features) {
+    p.features = to_dense(*p.sparse_features);
+    p.sparse_features.reset();
+  }
+}
+
+void apply_feature_transform(const std::string& name, graph_partition& p) {
+  if (!p.sparse_features) {
+    apply_feature_transform(name, p.features);
+    return;
+  }
+  if (name == "none") return;
+  apply_feature_transform(name, p.features);  // names an unknown transform; no rows to change
+  auto rows = std::make_shared<sparse_rows>(*p.sparse_features);
+  normalize_rows(*rows);
+  p.sparse_features = std::move(rows);
+}
+
 graph_partition load_partition(const fs::path& dir, int part) {
   const partition_meta m = load_partition_meta(dir);
   if (part < 0 || part >= m.num_parts) {
@@ -430,11 +478,17 @@ graph_partition load_partition(const fs::path& dir, int part) {
   for (std::int64_t s : {h.num_train, h.num_valid, h.num_test}) {
     if (s < 0 || s > h.num_owned) throw r.fail("corrupt split sizes in the header");
   }
+  if (h.feature_nonzeros < -1 || h.feature_nonzeros > h.num_owned * h.num_features ||
+      h.feature_nonzeros > std::numeric_limits<std::int32_t>::max())
+    throw r.fail("corrupt count of feature non-zeros in the header");
   using u128 = unsigned __int128;
+  const bool sparse = h.feature_nonzeros >= 0;
+  const u128 feature_bytes = sparse ? 4 * u128(h.num_owned) + 8 * u128(h.feature_nonzeros)
+                                    : 4 * u128(h.num_owned) * u128(h.num_features);
   const u128 expected = sizeof h + 4 * u128(h.num_owned) + 8 * (u128(h.num_owned) + 1) +
-                        8 * u128(h.num_edges) + 4 * u128(h.num_owned) * u128(h.num_features) +
-                        4 * u128(h.num_owned) + 4 * u128(h.num_train + h.num_valid + h.num_test) +
-                        12 * u128(h.num_halo) + 8;
+                        8 * u128(h.num_edges) + feature_bytes + 4 * u128(h.num_owned) +
+                        4 * u128(h.num_train + h.num_valid + h.num_test) + 12 * u128(h.num_halo) +
+                        8;
   check_size(r, expected);
 
   graph_partition p;
@@ -447,7 +501,8 @@ graph_partition load_partition(const fs::path& dir, int part) {
   p.indptr.resize(owned + 1);
   p.src_global.resize(edges);
   p.src_local.resize(edges);
-  p.features.resize(static_cast<Eigen::Index>(owned), static_cast<Eigen::Index>(h.num_features));
+  p.features.resize(sparse ? 0 : static_cast<Eigen::Index>(owned),
+                    static_cast<Eigen::Index>(h.num_features));
   p.labels.resize(owned);
   p.train.resize(static_cast<size_t>(h.num_train));
   p.valid.resize(static_cast<size_t>(h.num_valid));
@@ -459,7 +514,21 @@ graph_partition load_partition(const fs::path& dir, int part) {
   r.get(p.indptr.data(), p.indptr.size());
   r.get(p.src_global.data(), p.src_global.size());
   r.get(p.src_local.data(), p.src_local.size());
-  r.get(p.features.data(), static_cast<size_t>(p.features.size()));
+  if (sparse) {
+    std::vector<std::int32_t> counts(owned), columns(static_cast<size_t>(h.feature_nonzeros));
+    std::vector<float> values(columns.size());
+    r.get(counts.data(), counts.size());
+    r.get(columns.data(), columns.size());
+    r.get(values.data(), values.size());
+    try {
+      p.sparse_features = std::make_shared<const sparse_rows>(
+          sparse_from_parts(static_cast<Eigen::Index>(h.num_features), counts, columns, values));
+    } catch (const std::invalid_argument& e) {
+      throw r.fail(std::string("feature rows: ") + e.what());
+    }
+  } else {
+    r.get(p.features.data(), static_cast<size_t>(p.features.size()));
+  }
   r.get(p.labels.data(), p.labels.size());
   r.get(p.train.data(), p.train.size());
   r.get(p.valid.data(), p.valid.size());

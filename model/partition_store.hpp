@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -29,7 +30,10 @@ struct graph_partition {
   std::vector<node_id> src_global;     ///< global source id per edge
   std::vector<node_id> src_local;      ///< local source id per edge, -1 where the source is remote
   Matrix features;                     ///< (owned, num_features), rows in local order
-  std::vector<std::int32_t> labels;    ///< per owned node
+  /// The same rows compressed, instead of features' (which then keeps its width and no rows): a
+  /// run on --sparse-features (set_feature_layout).
+  std::shared_ptr<const sparse_rows> sparse_features;
+  std::vector<std::int32_t> labels;  ///< per owned node
   std::int32_t num_classes = 0;
   std::vector<node_id> train, valid, test;  ///< local ids, ascending
   std::vector<node_id> halo;                ///< remote in-neighbours: global ids, sorted, unique
@@ -45,13 +49,20 @@ struct graph_partition {
   }
 };
 
-/// Cuts part `part` out of d according to book (in memory; write_partitions uses it per part).
+/// Makes p hold its features as compressed rows (sparse) or as dense rows.
+void set_feature_layout(graph_partition& p, bool sparse);
+/// apply_feature_transform (model/feature_transform.hpp) on p's features, in either layout.
+void apply_feature_transform(const std::string& name, graph_partition& p);
+
+/// Cuts part `part` out of d (its features compressed when d's are) according to book (in memory;
+/// write_partitions uses it per part).
 graph_partition extract_partition(const dataset& d, const partition_book& book, int part);
 
 /// Contents of DIR/partitions.meta.
 /// The partition files' format (2: per halo node its full in-degree, for GCN's normalisation of
-/// remote leaves), and the name of the meta file in a partition set's folder.
-inline constexpr std::int32_t kPartitionFormatVersion = 2;
+/// remote leaves; 3: features as dense or compressed rows, as the set was cut), and the name of
+/// the meta file in a partition set's folder.
+inline constexpr std::int32_t kPartitionFormatVersion = 3;
 inline constexpr const char* kPartitionMetaName = "partitions.meta";
 
 struct partition_meta {

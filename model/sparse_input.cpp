@@ -4,6 +4,7 @@
 #include "model/sparse_input.hpp"
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -61,27 +62,96 @@ sparse_rows to_sparse(const Matrix& x) {
 }
 
 sparse_rows gather_rows(const sparse_rows& x, std::span<const node_id> ids) {
-  sparse_rows out;
-  out.m.resize(static_cast<Eigen::Index>(ids.size()), x.cols());
-  std::int64_t nnz = 0;
-  for (node_id v : ids) {
-    if (v < 0 || v >= x.rows())
-      throw std::out_of_range("gather_rows: row " + std::to_string(v) + " of " +
+  std::vector<sparse_row_ref> refs(ids.size());
+  for (size_t r = 0; r < ids.size(); ++r) {
+    if (ids[r] < 0 || ids[r] >= x.rows())
+      throw std::out_of_range("gather_rows: row " + std::to_string(ids[r]) + " of " +
                               std::to_string(x.rows()));
-    nnz += x.m.outerIndexPtr()[v + 1] - x.m.outerIndexPtr()[v];
+    refs[r] = {&x, ids[r]};
   }
+  return assemble_rows(refs, x.cols());
+}
+
+sparse_rows assemble_rows(std::span<const sparse_row_ref> refs, Eigen::Index cols) {
+  std::int64_t nnz = 0;
+  for (const auto& ref : refs) {
+    if (!ref.from || ref.row < 0 || ref.row >= ref.from->rows() || ref.from->cols() != cols)
+      throw std::invalid_argument("assemble_rows: a source row is missing, out of range or not " +
+                                  std::to_string(cols) + " wide");
+    const auto* outer = ref.from->m.outerIndexPtr();
+    nnz += outer[ref.row + 1] - outer[ref.row];
+  }
+  if (nnz > std::numeric_limits<std::int32_t>::max())
+    throw std::invalid_argument("assemble_rows: " + std::to_string(nnz) +
+                                " non-zeros, more than 32-bit offsets hold");
+  sparse_rows out;
+  out.m.resize(static_cast<Eigen::Index>(refs.size()), cols);
   out.m.resizeNonZeros(static_cast<Eigen::Index>(nnz));
   std::int32_t* outer = out.m.outerIndexPtr();
   std::int32_t at = 0;
   outer[0] = 0;
-  for (size_t r = 0; r < ids.size(); ++r) {
-    const auto begin = x.m.outerIndexPtr()[ids[r]], end = x.m.outerIndexPtr()[ids[r] + 1];
-    std::copy(x.m.innerIndexPtr() + begin, x.m.innerIndexPtr() + end, out.m.innerIndexPtr() + at);
-    std::copy(x.m.valuePtr() + begin, x.m.valuePtr() + end, out.m.valuePtr() + at);
+  for (size_t r = 0; r < refs.size(); ++r) {
+    const auto& x = refs[r].from->m;
+    // A source that is not compressed has gaps between its rows: innerNonZeroPtr says how many.
+    const auto begin = x.outerIndexPtr()[refs[r].row];
+    const auto end = x.isCompressed() ? x.outerIndexPtr()[refs[r].row + 1]
+                                      : begin + x.innerNonZeroPtr()[refs[r].row];
+    std::copy(x.innerIndexPtr() + begin, x.innerIndexPtr() + end, out.m.innerIndexPtr() + at);
+    std::copy(x.valuePtr() + begin, x.valuePtr() + end, out.m.valuePtr() + at);
     at += end - begin;
     outer[r + 1] = at;
   }
   return out;
+}
+
+sparse_rows sparse_from_parts(Eigen::Index cols, std::span<const std::int32_t> counts,
+                              std::span<const std::int32_t> columns,
+                              std::span<const float> values) {
+  if (cols < 0) throw std::invalid_argument("sparse rows: negative width");
+  if (columns.size() != values.size())
+    throw std::invalid_argument("sparse rows: " + std::to_string(columns.size()) + " columns for " +
+                                std::to_string(values.size()) + " values");
+  std::int64_t total = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    if (counts[r] < 0 || counts[r] > cols)
+      throw std::invalid_argument("sparse rows: row " + std::to_string(r) + " claims " +
+                                  std::to_string(counts[r]) + " non-zeros in " +
+                                  std::to_string(cols) + " columns");
+    total += counts[r];
+  }
+  if (total != static_cast<std::int64_t>(values.size()) ||
+      total > std::numeric_limits<std::int32_t>::max())
+    throw std::invalid_argument("sparse rows: the rows' counts add up to " + std::to_string(total) +
+                                ", but " + std::to_string(values.size()) + " values came");
+  sparse_rows out;
+  out.m.resize(static_cast<Eigen::Index>(counts.size()), cols);
+  out.m.resizeNonZeros(static_cast<Eigen::Index>(total));
+  std::int32_t* outer = out.m.outerIndexPtr();
+  outer[0] = 0;
+  std::int32_t at = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    for (std::int32_t k = 0; k < counts[r]; ++k, ++at) {
+      const auto c = columns[static_cast<size_t>(at)];
+      const float v = values[static_cast<size_t>(at)];
+      if (c < 0 || c >= cols || (k > 0 && c <= columns[static_cast<size_t>(at) - 1]))
+        throw std::invalid_argument("sparse rows: row " + std::to_string(r) + " has column " +
+                                    std::to_string(c) + " out of range or out of ascending order");
+      if (!std::isfinite(v))
+        throw std::invalid_argument("sparse rows: row " + std::to_string(r) +
+                                    " has a non-finite value");
+      out.m.innerIndexPtr()[at] = c;
+      out.m.valuePtr()[at] = v;
+    }
+    outer[r + 1] = at;
+  }
+  return out;
+}
+
+std::vector<std::int32_t> row_counts(const sparse_rows& x) {
+  std::vector<std::int32_t> counts(static_cast<size_t>(x.rows()));
+  for (Eigen::Index r = 0; r < x.rows(); ++r)
+    counts[static_cast<size_t>(r)] = static_cast<std::int32_t>(x.m.innerVector(r).nonZeros());
+  return counts;
 }
 
 Matrix to_dense(const sparse_rows& x) {

@@ -6,6 +6,7 @@
 
 #include <Eigen/SparseCore>
 #include <span>
+#include <vector>
 
 #include "model/block.hpp"
 #include "model/dataset.hpp"
@@ -29,6 +30,21 @@ double density(const Matrix& x);
 sparse_rows to_sparse(const Matrix& x);
 /// Rows `ids` of x, in that order: (ids.size(), x.cols()). Throws std::out_of_range on a bad id.
 sparse_rows gather_rows(const sparse_rows& x, std::span<const node_id> ids);
+/// One row of a sparse_rows: a source row for assemble_rows.
+struct sparse_row_ref {
+  const sparse_rows* from = nullptr;
+  Eigen::Index row = 0;
+};
+/// Rows refs[i], in that order: (refs.size(), cols). Throws std::invalid_argument when a row is
+/// out of range or of another width.
+sparse_rows assemble_rows(std::span<const sparse_row_ref> refs, Eigen::Index cols);
+/// Compressed rows from their arrays as files and peers send them: counts[r] non-zeros in row r,
+/// columns strictly ascending within a row and in [0, cols), values finite. Throws
+/// std::invalid_argument naming the first thing that does not hold.
+sparse_rows sparse_from_parts(Eigen::Index cols, std::span<const std::int32_t> counts,
+                              std::span<const std::int32_t> columns, std::span<const float> values);
+/// The non-zeros of each row of x (the counts sparse_from_parts takes).
+std::vector<std::int32_t> row_counts(const sparse_rows& x);
 /// The dense matrix (for tests and for pipelines that take dense rows).
 Matrix to_dense(const sparse_rows& x);
 /// Divides each row by the sum of its absolute values (all-zero rows stay), as

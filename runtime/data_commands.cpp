@@ -65,6 +65,7 @@ int describe_partition_set(const char* dir) {
     std::printf("%-6d %10d %12lld %10zu %10zu %10lld\n", p, part.num_owned(),
                 static_cast<long long>(part.num_edges()), part.train.size(), part.halo.size(),
                 static_cast<long long>(remote));
+    if (p == 0 && part.sparse_features) std::printf("       (feature rows stored compressed)\n");
   }
   std::printf("read in %.3f s (book has %d nodes)\n", clock.seconds(), book.num_nodes());
   return 0;
@@ -79,7 +80,10 @@ int run_partition(int argc, char** argv) {
        {"seed", "1", "random seed (METIS seed or the random deal)"},
        {"out", "", "output directory (one part-K/ folder per partition + metadata)"},
        {"cache-dir", "",
-        "folder of the parsed-dataset cache (default $XDG_CACHE_HOME/degnn or ~/.cache/degnn)"}});
+        "folder of the parsed-dataset cache (default $XDG_CACHE_HOME/degnn or ~/.cache/degnn)"},
+       {"sparse-features", "false",
+        "store the feature rows compressed (wide, mostly-zero features: smaller files, and a "
+        "part is read without a dense copy); runs read either layout"}});
   if (!opts.parse(argc, argv, 0)) return 0;
   if (!opts.given("data")) throw config_error("partition: --data DIR is required");
   if (!opts.given("out")) throw config_error("partition: --out DIR is required");
@@ -87,9 +91,12 @@ int run_partition(int argc, char** argv) {
   const std::string method_name = opts.choice("method", {"metis", "random"});
   const auto seed = static_cast<std::uint64_t>(opts.integer("seed", 0));
   stopwatch clock;
-  const dataset d = load_dataset(
-      opts.str("data"),
-      {.use_cache = true, .cache_path = {}, .verbose = true, .cache_dir = opts.str("cache-dir")});
+  const dataset d =
+      load_dataset(opts.str("data"), {.use_cache = true,
+                                      .cache_path = {},
+                                      .verbose = true,
+                                      .cache_dir = opts.str("cache-dir"),
+                                      .sparse_features = opts.flag("sparse-features")});
   const double load_s = clock.seconds();
   clock.reset();
   const auto owner =

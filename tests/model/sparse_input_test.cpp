@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "model/csr_graph.hpp"
@@ -114,6 +115,53 @@ void check_model(model_kind kind, bool weighted) {
   // Exact layer-wise inference over the whole graph.
   expect_near(layerwise_inference(sparse, g, xs, 64), layerwise_inference(dense, g, x, 64), 1e-5f,
               "layer-wise inference");
+}
+
+TEST(SparseInput, RowsFromSeveralSourcesAssembleAndArraysFromPeersAreChecked) {
+  const Matrix a = wordy(10, 50, 0.3, 2), b = wordy(6, 50, 0.1, 3);
+  const sparse_rows sa = to_sparse(a), sb = to_sparse(b);
+  const std::vector<sparse_row_ref> refs{{&sb, 5}, {&sa, 0}, {&sa, 3}, {&sb, 0}, {&sa, 9}};
+  const Matrix got = to_dense(assemble_rows(refs, 50));
+  EXPECT_EQ(got.row(0), b.row(5));
+  EXPECT_EQ(got.row(1), a.row(0));
+  EXPECT_EQ(got.row(2), a.row(3));  // an all-zero row (r % 7 == 3)
+  EXPECT_EQ(got.row(3), b.row(0));
+  EXPECT_EQ(got.row(4), a.row(9));
+  EXPECT_THROW(assemble_rows(std::vector<sparse_row_ref>{{&sa, 10}}, 50), std::invalid_argument);
+  EXPECT_THROW(assemble_rows(std::vector<sparse_row_ref>{{&sa, 0}}, 49), std::invalid_argument);
+
+  // Arrays as a file or a peer sends them: the round trip is exact, and each way a hostile one
+  // can be wrong is refused.
+  const auto counts = row_counts(sa);
+  const std::vector<std::int32_t> columns(sa.m.innerIndexPtr(),
+                                          sa.m.innerIndexPtr() + sa.m.nonZeros());
+  const std::vector<float> values(sa.m.valuePtr(), sa.m.valuePtr() + sa.m.nonZeros());
+  EXPECT_EQ(to_dense(sparse_from_parts(50, counts, columns, values)), a);
+  auto refused = [&](std::vector<std::int32_t> c, std::vector<std::int32_t> col,
+                     std::vector<float> v, const char* why) {
+    EXPECT_THROW(sparse_from_parts(50, c, col, v), std::invalid_argument) << why;
+  };
+  ASSERT_GT(counts[0], 1);
+  auto bad = columns;
+  bad[0] = 50;
+  refused(counts, bad, values, "column out of range");
+  bad = columns;
+  std::swap(bad[0], bad[1]);
+  refused(counts, bad, values, "columns out of order");
+  bad = columns;
+  bad[1] = bad[0];
+  refused(counts, bad, values, "a repeated column");
+  auto nan = values;
+  nan[0] = std::numeric_limits<float>::quiet_NaN();
+  refused(counts, columns, nan, "a non-finite value");
+  auto more = counts;
+  more[0] += 1;
+  refused(more, columns, values, "counts that do not add up");
+  auto negative = counts;
+  negative[0] = -1;
+  refused(negative, columns, values, "a negative count");
+  refused(counts, columns, std::vector<float>(values.begin(), values.end() - 1),
+          "fewer values than columns");
 }
 
 TEST(SparseInput, SageOnCompressedRowsGivesTheDenseLogitsAndGradients) {
