@@ -7,15 +7,23 @@
 
 namespace degnn {
 
-void halo_cache::ensure_levels(std::span<const Eigen::Index> widths) {
+void halo_cache::ensure_levels(std::span<const Eigen::Index> widths, bool sparse_features) {
   rows_.resize(widths.size());
   version_.resize(widths.size());
   confirmed_.resize(widths.size());
   const auto n = static_cast<Eigen::Index>(halo_.size());
   for (std::size_t k = 0; k < widths.size(); ++k) {
-    if (version_[k].size() == halo_.size() && rows_[k].rows() == n && rows_[k].cols() == widths[k])
+    const bool compressed = k == 0 && sparse_features;
+    const Eigen::Index dense_rows = compressed ? 0 : n;
+    if (version_[k].size() == halo_.size() && rows_[k].rows() == dense_rows &&
+        rows_[k].cols() == widths[k] && (k > 0 || sparse_features_ == sparse_features))
       continue;
-    rows_[k] = Matrix::Zero(n, widths[k]);
+    rows_[k] = Matrix::Zero(dense_rows, widths[k]);
+    if (compressed) {
+      feature_blocks_.clear();
+      feature_of_.assign(halo_.size(), sparse_row_ref{});
+    }
+    if (k == 0) sparse_features_ = sparse_features;
     version_[k].assign(halo_.size(), kNoVersion);
     confirmed_[k].assign(halo_.size(), -1);
   }
@@ -42,20 +50,15 @@ std::uint64_t halo_cache::version(int level, std::size_t i) const {
   return version_.at(static_cast<std::size_t>(level)).at(i);
 }
 
-void halo_cache::store(int level, std::span<const node_id> asked, std::span<const node_id> nodes,
-                       std::span<const std::uint64_t> versions, const Matrix& values,
-                       std::uint64_t step) {
+std::vector<std::size_t> halo_cache::place(int level, std::span<const node_id> asked,
+                                           std::span<const node_id> nodes,
+                                           std::span<const std::uint64_t> versions,
+                                           std::uint64_t step) {
   if (!has_level(level))
     throw std::invalid_argument("no cached halo rows at level " + std::to_string(level));
-  const auto k = static_cast<std::size_t>(level);
-  Matrix& cache = rows_[k];
-  if (versions.size() != nodes.size() || values.rows() != static_cast<Eigen::Index>(nodes.size()) ||
-      (values.rows() > 0 && values.cols() != cache.cols())) {
+  if (versions.size() != nodes.size())
     throw std::invalid_argument("history rows of the wrong shape at level " +
                                 std::to_string(level));
-  }
-  // Only rows that were asked for, in the order asked, each with a real version: a peer cannot
-  // overwrite rows of another owner or rows nobody asked for. Checked before anything changes.
   std::vector<std::size_t> at(nodes.size());
   std::size_t a = 0;
   for (std::size_t r = 0; r < nodes.size(); ++r) {
@@ -72,19 +75,49 @@ void halo_cache::store(int level, std::span<const node_id> asked, std::span<cons
   std::vector<std::size_t> asked_at(asked.size());
   for (std::size_t i = 0; i < asked.size(); ++i)
     asked_at[i] = index(asked[i]);
-  for (std::size_t r = 0; r < nodes.size(); ++r) {
-    cache.row(static_cast<Eigen::Index>(at[r])) = values.row(static_cast<Eigen::Index>(r));
+  const auto k = static_cast<std::size_t>(level);
+  for (std::size_t r = 0; r < nodes.size(); ++r)
     version_[k][at[r]] = versions[r];
-  }
   for (std::size_t i : asked_at)
     confirmed_[k][i] = static_cast<std::int64_t>(step);
+  return at;
+}
+
+void halo_cache::store(int level, std::span<const node_id> asked, std::span<const node_id> nodes,
+                       std::span<const std::uint64_t> versions, const Matrix& values,
+                       std::uint64_t step) {
+  if (level == 0 && sparse_features_)
+    throw std::invalid_argument("the halo's features are compressed rows (store_features)");
+  if (has_level(level) &&
+      (values.rows() != static_cast<Eigen::Index>(nodes.size()) ||
+       (values.rows() > 0 && values.cols() != rows_[static_cast<std::size_t>(level)].cols()))) {
+    throw std::invalid_argument("history rows of the wrong shape at level " +
+                                std::to_string(level));
+  }
+  const auto at = place(level, asked, nodes, versions, step);
+  Matrix& cache = rows_[static_cast<std::size_t>(level)];
+  for (std::size_t r = 0; r < nodes.size(); ++r)
+    cache.row(static_cast<Eigen::Index>(at[r])) = values.row(static_cast<Eigen::Index>(r));
+}
+
+void halo_cache::store_features(std::span<const node_id> asked, std::span<const node_id> nodes,
+                                std::shared_ptr<const sparse_rows> rows, std::uint64_t step) {
+  if (!sparse_features_) throw std::invalid_argument("the halo's features are dense rows (store)");
+  if (!rows || rows->rows() != static_cast<Eigen::Index>(nodes.size()) ||
+      (has_level(0) && rows->cols() != rows_[0].cols()))
+    throw std::invalid_argument("feature rows of the wrong shape");
+  const std::vector<std::uint64_t> versions(nodes.size(), 0);
+  const auto at = place(0, asked, nodes, versions, step);
+  for (std::size_t r = 0; r < at.size(); ++r)
+    feature_of_[at[r]] = {rows.get(), static_cast<Eigen::Index>(r)};
+  if (!at.empty()) feature_blocks_.push_back(std::move(rows));
 }
 
 std::vector<Matrix> halo_cache::leaf_rows(const local_cg& cg) const {
   std::vector<Matrix> out(cg.remote_leaves.size());
   for (std::size_t k = 0; k < cg.remote_leaves.size(); ++k) {
     const auto& ids = cg.remote_leaves[k];
-    if (ids.empty()) continue;
+    if (ids.empty() || (k == 0 && sparse_features_)) continue;
     if (!has_level(static_cast<int>(k))) {
       throw std::invalid_argument("no halo rows at level " + std::to_string(k) +
                                   " yet (history not initialised)");
@@ -95,6 +128,20 @@ std::vector<Matrix> halo_cache::leaf_rows(const local_cg& cg) const {
           rows_[k].row(static_cast<Eigen::Index>(index(ids[i])));
   }
   return out;
+}
+
+sparse_rows halo_cache::leaf_features(const local_cg& cg) const {
+  if (!sparse_features_ || !has_level(0))
+    throw std::invalid_argument("no compressed halo features (history not initialised)");
+  const auto& ids = cg.remote_leaves.at(0);
+  std::vector<sparse_row_ref> refs(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    refs[i] = feature_of_[index(ids[i])];
+    if (!refs[i].from)
+      throw std::invalid_argument("halo node " + std::to_string(ids[i]) +
+                                  " has no feature row yet");
+  }
+  return assemble_rows(refs, rows_[0].cols());
 }
 
 }  // namespace degnn

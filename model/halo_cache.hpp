@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "model/local_cg.hpp"
+#include "model/sparse_input.hpp"
 #include "model/tensor.hpp"
 
 namespace degnn {
@@ -21,8 +23,10 @@ class halo_cache {
   explicit halo_cache(std::vector<node_id> halo = {}) : halo_(std::move(halo)) {}
 
   /// Makes levels 0 .. widths.size() - 1 hold every halo row at those widths (level 0: the input
-  /// features). A level that already has its width keeps what it holds.
-  void ensure_levels(std::span<const Eigen::Index> widths);
+  /// features, kept as the compressed rows they came in when sparse_features). A level that
+  /// already has its width keeps what it holds.
+  void ensure_levels(std::span<const Eigen::Index> widths, bool sparse_features = false);
+  bool sparse_features() const { return sparse_features_; }
   std::size_t num_levels() const { return rows_.size(); }
   const std::vector<node_id>& halo() const { return halo_; }
 
@@ -43,15 +47,33 @@ class halo_cache {
   void store(int level, std::span<const node_id> asked, std::span<const node_id> nodes,
              std::span<const std::uint64_t> versions, const Matrix& values, std::uint64_t step);
 
-  /// Per level k of cg: (remote_leaves[k].size(), width of k) rows of its remote leaves.
+  /// store() of level 0 when the features are compressed: row i of *rows is nodes[i]'s (every
+  /// version is 0). The rows are kept as they came, not copied.
+  void store_features(std::span<const node_id> asked, std::span<const node_id> nodes,
+                      std::shared_ptr<const sparse_rows> rows, std::uint64_t step);
+
+  /// Per level k of cg: (remote_leaves[k].size(), width of k) rows of its remote leaves (level 0
+  /// stays empty when the features are compressed: leaf_features has them).
   /// Throws std::invalid_argument when a level it needs is not there.
   std::vector<Matrix> leaf_rows(const local_cg& cg) const;
+  /// The compressed feature rows of cg's level-0 remote leaves, in their order.
+  sparse_rows leaf_features(const local_cg& cg) const;
 
  private:
+  /// Where each of rows nodes[r] goes, checked before anything changes: only rows that were
+  /// asked for, in the order asked, each with a real version (a peer cannot overwrite rows of
+  /// another owner or rows nobody asked for); marks every asked row confirmed at step.
+  std::vector<std::size_t> place(int level, std::span<const node_id> asked,
+                                 std::span<const node_id> nodes,
+                                 std::span<const std::uint64_t> versions, std::uint64_t step);
+
   std::vector<node_id> halo_;
   std::vector<Matrix> rows_;                          ///< per level: (halo, width)
   std::vector<std::vector<std::uint64_t>> version_;   ///< per level, per row
   std::vector<std::vector<std::int64_t>> confirmed_;  ///< per level, per row: step, -1 never
+  bool sparse_features_ = false;
+  std::vector<std::shared_ptr<const sparse_rows>> feature_blocks_;  ///< as they came
+  std::vector<sparse_row_ref> feature_of_;                          ///< per halo row
 };
 
 }  // namespace degnn

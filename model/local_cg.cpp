@@ -8,6 +8,7 @@
 
 #include "model/block_builder.hpp"
 #include "model/sampler.hpp"
+#include "model/sparse_input.hpp"
 
 namespace degnn {
 
@@ -130,11 +131,34 @@ local_cg expand_local(const graph_partition& part, const partition_book& book,
   return cg;
 }
 
-Matrix forward_local_cg(const gnn_model& model, const local_cg& cg, const Matrix& local_features,
-                        std::vector<Matrix> leaves, bool training, std::uint64_t dropout_seed,
-                        local_cg_state& state, std::vector<Matrix>* pre_dropout) {
+namespace {
+
+// ReLU, the history copy and dropout after layer k.
+void finish_layer(const gnn_model& model, const block& b, int k, bool training,
+                  std::uint64_t dropout_seed, Matrix& out, local_cg_state& state,
+                  std::vector<Matrix>* pre_dropout) {
+  const float p = model.config().dropout;
+  relu_forward(out);
+  if (pre_dropout) (*pre_dropout)[static_cast<size_t>(k)] = out;
+  if (training && p > 0) {
+    dropout_forward_keyed(out, p, layer_dropout_seed(dropout_seed, k),
+                          std::span(b.src_nodes.data(), static_cast<size_t>(b.num_dst())),
+                          state.masks[static_cast<size_t>(k)]);
+  }
+}
+
+// Level 0 comes dense (local_features) or compressed (sparse_local and sparse_leaves).
+Matrix run_local_cg(const gnn_model& model, const local_cg& cg, const Matrix& local_features,
+                    const sparse_rows* sparse_local, const sparse_rows* sparse_leaves,
+                    std::vector<Matrix> leaves, bool training, std::uint64_t dropout_seed,
+                    local_cg_state& state, std::vector<Matrix>* pre_dropout) {
   const int top = cg.top_level;
   const float p = model.config().dropout;
+  state.sparse_first.reset();
+  if (top == 0 && sparse_local)
+    throw std::invalid_argument(
+        "forward_local_cg: targets at level 0 on compressed features (the model needs at least "
+        "two layers)");
   if (top == 0) {
     // Level 0 is the input: the targets' own feature rows, nothing to compute.
     Matrix rows(static_cast<Eigen::Index>(cg.targets.size()), local_features.cols());
@@ -166,6 +190,18 @@ Matrix forward_local_cg(const gnn_model& model, const local_cg& cg, const Matrix
                               cg.remote_leaves[static_cast<size_t>(k)], unused);
       }
     }
+    Matrix& out = state.outputs[static_cast<size_t>(k)];
+    if (k == 0 && sparse_local) {
+      std::vector<sparse_row_ref> refs(from.size());
+      for (size_t i = 0; i < from.size(); ++i)
+        refs[i] = from[i] >= 0 ? sparse_row_ref{sparse_local, from[i]}
+                               : sparse_row_ref{sparse_leaves, -1 - from[i]};
+      if (training) state.sparse_first = std::make_shared<sparse_layer_cache>();
+      sparse_layer_forward(model.layer(0), b, assemble_rows(refs, sparse_local->cols()), out,
+                           state.sparse_first.get());
+      finish_layer(model, b, k, training, dropout_seed, out, state, pre_dropout);
+      continue;
+    }
     Matrix in(static_cast<Eigen::Index>(from.size()), below.cols());
     for (size_t i = 0; i < from.size(); ++i) {
       const auto r = static_cast<Eigen::Index>(i);
@@ -178,17 +214,28 @@ Matrix forward_local_cg(const gnn_model& model, const local_cg& cg, const Matrix
         in.row(r) = leaf_source->row(-1 - from[i]);
       }
     }
-    Matrix& out = state.outputs[static_cast<size_t>(k)];
     model.layer(k).apply(b, in, out, training ? &state.caches[static_cast<size_t>(k)] : nullptr);
-    relu_forward(out);
-    if (pre_dropout) (*pre_dropout)[static_cast<size_t>(k)] = out;
-    if (training && p > 0) {
-      dropout_forward_keyed(out, p, layer_dropout_seed(dropout_seed, k),
-                            std::span(b.src_nodes.data(), static_cast<size_t>(b.num_dst())),
-                            state.masks[static_cast<size_t>(k)]);
-    }
+    finish_layer(model, b, k, training, dropout_seed, out, state, pre_dropout);
   }
   return state.outputs.back();
+}
+
+}  // namespace
+
+Matrix forward_local_cg(const gnn_model& model, const local_cg& cg, const Matrix& local_features,
+                        std::vector<Matrix> leaves, bool training, std::uint64_t dropout_seed,
+                        local_cg_state& state, std::vector<Matrix>* pre_dropout) {
+  return run_local_cg(model, cg, local_features, nullptr, nullptr, std::move(leaves), training,
+                      dropout_seed, state, pre_dropout);
+}
+
+Matrix forward_local_cg(const gnn_model& model, const local_cg& cg,
+                        const sparse_rows& local_features, const sparse_rows& leaf_features,
+                        std::vector<Matrix> leaves, bool training, std::uint64_t dropout_seed,
+                        local_cg_state& state, std::vector<Matrix>* pre_dropout) {
+  static const Matrix kNoDenseRows;
+  return run_local_cg(model, cg, kNoDenseRows, &local_features, &leaf_features, std::move(leaves),
+                      training, dropout_seed, state, pre_dropout);
 }
 
 void backward_local_cg(gnn_model& model, const local_cg& cg, const local_cg_state& state,
@@ -198,6 +245,10 @@ void backward_local_cg(gnn_model& model, const local_cg& cg, const local_cg_stat
     if (state.masks[ku].size() > 0) dropout_backward(state.masks[ku], grad);
     // outputs hold the dropped activations: zero where ReLU was off or the entry dropped.
     relu_backward(state.outputs[ku], grad);
+    if (k == 0 && state.sparse_first) {
+      sparse_layer_backward(model.layer(0), *state.sparse_first, grad);
+      break;
+    }
     Matrix grad_src;
     model.layer(k).backward(cg.blocks[ku], state.caches[ku], grad, k > 0 ? &grad_src : nullptr);
     if (k == 0) break;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -54,6 +55,8 @@ struct local_cg_state {
   std::vector<Matrix> outputs;  ///< per block: output after ReLU and dropout
   std::vector<Matrix> masks;    ///< per block: dropout mask (empty when not training)
   std::vector<layer_cache> caches;
+  /// The first layer's cache when it ran on compressed feature rows (caches[0] is then unused).
+  std::shared_ptr<sparse_layer_cache> sparse_first;
 };
 
 /// Rows of the targets at top_level (after ReLU and dropout, as the next layer consumes them).
@@ -63,6 +66,15 @@ struct local_cg_state {
 /// (the values to write back as history). leaves is taken by value: its history rows get their
 /// dropout in place (pass a temporary, and no row is copied for it).
 Matrix forward_local_cg(const gnn_model& model, const local_cg& cg, const Matrix& local_features,
+                        std::vector<Matrix> leaves, bool training, std::uint64_t dropout_seed,
+                        local_cg_state& state, std::vector<Matrix>* pre_dropout = nullptr);
+
+/// forward_local_cg on compressed feature rows (model/sparse_input.hpp): level 0's owned rows
+/// come from local_features and its remote leaves' from leaf_features (in remote_leaves[0]
+/// order); leaves[0] is not read. Throws std::invalid_argument when top_level is 0 (the targets'
+/// own feature rows are not computed, and are not kept dense).
+Matrix forward_local_cg(const gnn_model& model, const local_cg& cg,
+                        const sparse_rows& local_features, const sparse_rows& leaf_features,
                         std::vector<Matrix> leaves, bool training, std::uint64_t dropout_seed,
                         local_cg_state& state, std::vector<Matrix>* pre_dropout = nullptr);
 

@@ -121,6 +121,19 @@ struct EmbeddingRows {        # answer to EmbeddingGet; float32, the body of a s
   rowScale @8 :List(Float32);
 }
 
+# A run on compressed feature rows (--sparse-features): the answer to a FeatureRequest, to a
+# HaloRequest of layer 0 and to an EmbeddingGet of level 0 (its own struct, so that the dense
+# answers stay as small). Its rows are those asked, in the order asked.
+struct SparseRows {
+  header @0 :Header;
+  cols @1 :UInt32;
+  counts @2 :List(Int32);     # non-zeros per row
+  columns @3 :List(Int32);    # column of each non-zero, ascending within its row
+  values @4 :Data;            # float32 per non-zero
+  degrees @5 :List(Int32);    # feature and halo answers: each row's node's full in-degree
+  nodes @6 :List(Int32);      # embedding answers: the rows' global ids
+}
+
 # -- data-parallel training --
 
 struct AllReduceChunk {

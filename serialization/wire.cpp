@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "model/quantizer.hpp"
+#include "model/sparse_input.hpp"
 #include "serialization/degnn.capnp.h"
 #include "serialization/wire_codec.hpp"
 
@@ -52,6 +53,73 @@ Matrix get_quantized_rows(const reader& rd, std::uint64_t rows, std::uint64_t co
 }
 
 }  // namespace
+
+namespace codec {
+
+bytes write_sparse_rows(const context& c, const header& h, const sparse_rows& rows,
+                        const std::vector<std::int32_t>& degrees,
+                        const std::vector<std::int32_t>& nodes) {
+  capnp::MallocMessageBuilder mb;
+  auto r = mb.initRoot<SparseRows>();
+  fill_header(r, c, h);
+  r.setCols(static_cast<std::uint32_t>(rows.cols()));
+  const auto counts = row_counts(rows);
+  set_ints(r.initCounts(static_cast<unsigned>(counts.size())), counts);
+  const auto nnz = static_cast<unsigned>(rows.m.nonZeros());
+  auto columns = r.initColumns(nnz);
+  auto values = r.initValues(nnz * static_cast<unsigned>(sizeof(float)));
+  unsigned at = 0;
+  for (Eigen::Index row = 0; row < rows.rows(); ++row) {
+    const auto begin = rows.m.outerIndexPtr()[row];
+    const auto n = counts[static_cast<size_t>(row)];
+    for (std::int32_t k = 0; k < n; ++k)
+      columns.set(at + static_cast<unsigned>(k), rows.m.innerIndexPtr()[begin + k]);
+    std::memcpy(values.begin() + at * sizeof(float), rows.m.valuePtr() + begin,
+                static_cast<size_t>(n) * sizeof(float));
+    at += static_cast<unsigned>(n);
+  }
+  if (!degrees.empty()) set_ints(r.initDegrees(static_cast<unsigned>(degrees.size())), degrees);
+  if (!nodes.empty()) set_ints(r.initNodes(static_cast<unsigned>(nodes.size())), nodes);
+  return to_bytes(mb);
+}
+
+std::shared_ptr<const sparse_rows> read_sparse_rows(reader& rd, const context& c,
+                                                    std::vector<std::int32_t>* degrees,
+                                                    std::vector<std::int32_t>* nodes, header& h) {
+  auto r = rd.root<SparseRows>(c);
+  h = read_header(r);
+  const auto cols = r.getCols();
+  if (cols == 0 || cols > (1u << 24)) rd.fail("sparse rows of width " + std::to_string(cols));
+  const auto counts = to_vector(r.getCounts());
+  const auto columns = to_vector(r.getColumns());
+  const auto data = r.getValues();
+  if (data.size() != columns.size() * sizeof(float))
+    rd.fail(std::to_string(columns.size()) + " columns but " + std::to_string(data.size()) +
+            " value bytes");
+  std::vector<float> values(columns.size());
+  if (!values.empty()) std::memcpy(values.data(), data.begin(), data.size());
+  std::shared_ptr<const sparse_rows> rows;
+  try {
+    rows = std::make_shared<const sparse_rows>(sparse_from_parts(cols, counts, columns, values));
+  } catch (const std::invalid_argument& e) {
+    rd.fail(e.what());
+  }
+  if (degrees) {
+    *degrees = to_vector(r.getDegrees());
+    if (!degrees->empty() && degrees->size() != counts.size())
+      rd.fail("degrees and rows differ in count");
+    for (auto deg : *degrees)
+      if (deg < 0) rd.fail("negative degree");
+  }
+  if (nodes) {
+    *nodes = to_vector(r.getNodes());
+    if (nodes->size() != counts.size()) rd.fail("nodes and rows differ in count");
+    check_ids(rd, *nodes, "nodes");
+  }
+  return rows;
+}
+
+}  // namespace codec
 
 const char* kind_name(kind k) {
   switch (k) {
@@ -184,6 +252,7 @@ row_request decode_row_request(const context& c, std::span<const char> b) {
 }
 
 bytes encode(const context& c, const row_block& m, kind) {
+  if (m.sparse) return write_sparse_rows(c, m.h, *m.sparse, m.degrees, {});
   capnp::MallocMessageBuilder mb;
   if (m.bits == 32) {
     auto r = mb.initRoot<FeatureResponse>();
@@ -216,10 +285,15 @@ bytes encode(const context& c, const row_block& m, kind) {
   return to_bytes(mb);
 }
 
-row_block decode_row_block(const context& c, std::span<const char> b, std::uint8_t bits) {
+row_block decode_row_block(const context& c, std::span<const char> b, std::uint8_t bits,
+                           bool sparse) {
   return guarded("row_block", [&] {
     reader rd(c, b, "row_block");
     row_block m;
+    if (sparse) {
+      m.sparse = read_sparse_rows(rd, c, &m.degrees, nullptr, m.h);
+      return m;
+    }
     if (bits == 32) {
       auto r = rd.root<FeatureResponse>(c);
       m.h = read_header(r);

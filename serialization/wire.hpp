@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -11,14 +12,19 @@
 
 #include "model/tensor.hpp"
 
+namespace degnn {
+struct sparse_rows;
+}
+
 namespace degnn::wire {
 
 /// Every message carries it, and nodes compare it at the greeting: 2 since actors' counter
 /// reports end with their mailbox counts, 3 since the history set-up sends no history rows
 /// (steps pull every row they read first) and halo requests may ask for quantized rows, 4 since
 /// workers' reports add each stage's median and 95th percentile per step, 5 since the workers may
-/// all-reduce the gradient in a ring among themselves (Control.ring).
-inline constexpr std::uint16_t kProtocolVersion = 5;
+/// all-reduce the gradient in a ring among themselves (Control.ring), 6 since feature rows may
+/// travel compressed (SparseRows).
+inline constexpr std::uint16_t kProtocolVersion = 6;
 
 class wire_error : public std::runtime_error {
  public:
@@ -87,6 +93,9 @@ struct row_block {
   Matrix rows;
   std::vector<std::int32_t> degrees;  ///< empty, or one per row (feature pulls)
   std::uint8_t bits = 32;             ///< precision on the wire: 32, 16, 8, 4 or 2
+  /// Feature rows of a run on compressed rows, instead of `rows` (which then stays empty): they
+  /// travel as a SparseRows.
+  std::shared_ptr<const sparse_rows> sparse;
 };
 
 struct allreduce_chunk {
@@ -148,6 +157,9 @@ struct embedding_rows {
   std::uint32_t cols = 0;
   std::vector<std::uint8_t> payload;
   std::vector<float> row_min, row_scale;
+  /// Level 0 of a run on compressed feature rows: the rows, instead of payload (they travel as a
+  /// SparseRows; every version is 0).
+  std::shared_ptr<const sparse_rows> sparse;
 };
 
 /// Decentralized pipeline: the owner's seeds (targets) and, per target, its sampled neighbours
@@ -189,8 +201,11 @@ bytes encode(const context& c, const embedding_rows& m);
 sample_request decode_sample_request(const context& c, std::span<const char> b);
 sample_response decode_sample_response(const context& c, std::span<const char> b);
 row_request decode_row_request(const context& c, std::span<const char> b);
-/// bits: what the request asked for (a halo response below 32 bits is a QuantizedHaloResponse).
-row_block decode_row_block(const context& c, std::span<const char> b, std::uint8_t bits = 32);
+/// bits: what the request asked for (a halo response below 32 bits is a QuantizedHaloResponse);
+/// sparse: the run's feature rows are compressed and the request asked for features (layer 0),
+/// so the answer is a SparseRows.
+row_block decode_row_block(const context& c, std::span<const char> b, std::uint8_t bits = 32,
+                           bool sparse = false);
 allreduce_chunk decode_allreduce_chunk(const context& c, std::span<const char> b);
 control decode_control(const context& c, std::span<const char> b);
 bytes encode(const context& c, const computation_push& m);
@@ -200,6 +215,8 @@ computation_push decode_computation_push(const context& c, std::span<const char>
 partial_aggregate decode_partial_aggregate(const context& c, std::span<const char> b);
 gradient_return decode_gradient_return(const context& c, std::span<const char> b);
 embedding_get decode_embedding_get(const context& c, std::span<const char> b);
-embedding_rows decode_embedding_rows(const context& c, std::span<const char> b);
+/// sparse: the answer to a get of level 0 in a run on compressed feature rows (a SparseRows).
+embedding_rows decode_embedding_rows(const context& c, std::span<const char> b,
+                                     bool sparse = false);
 
 }  // namespace degnn::wire

@@ -198,4 +198,12 @@ inline void check_finite(const reader& rd, const Matrix& m, const char* field) {
   if (!m.allFinite()) rd.fail(std::string(field) + " holds a non-finite value");
 }
 
+/// A SparseRows message's rows (wire.cpp); `nodes`, when not null, receives its node list.
+std::shared_ptr<const sparse_rows> read_sparse_rows(reader& rd, const context& c,
+                                                    std::vector<std::int32_t>* degrees,
+                                                    std::vector<std::int32_t>* nodes, header& h);
+bytes write_sparse_rows(const context& c, const header& h, const sparse_rows& rows,
+                        const std::vector<std::int32_t>& degrees,
+                        const std::vector<std::int32_t>& nodes);
+
 }  // namespace degnn::wire::codec

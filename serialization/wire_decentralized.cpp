@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "model/quantizer.hpp"
+#include "model/sparse_input.hpp"
 #include "serialization/degnn.capnp.h"
 #include "serialization/wire.hpp"
 #include "serialization/wire_codec.hpp"
@@ -57,6 +58,7 @@ bool valid_embedding_bits(unsigned bits) {
 }  // namespace
 
 bytes encode(const context& c, const embedding_rows& m) {
+  if (m.sparse) return write_sparse_rows(c, m.h, *m.sparse, {}, m.nodes);
   capnp::MallocMessageBuilder mb;
   auto r = mb.initRoot<EmbeddingRows>();
   fill_header(r, c, m.h);
@@ -78,9 +80,16 @@ bytes encode(const context& c, const embedding_rows& m) {
   return to_bytes(mb);
 }
 
-embedding_rows decode_embedding_rows(const context& c, std::span<const char> b) {
+embedding_rows decode_embedding_rows(const context& c, std::span<const char> b, bool sparse) {
   return guarded("embedding_rows", [&] {
     reader rd(c, b, "embedding_rows");
+    if (sparse) {
+      embedding_rows m;
+      m.sparse = read_sparse_rows(rd, c, nullptr, &m.nodes, m.h);
+      m.cols = static_cast<std::uint32_t>(m.sparse->cols());
+      m.versions.assign(m.nodes.size(), 0);
+      return m;
+    }
     auto r = rd.root<EmbeddingRows>(c);
     embedding_rows m;
     m.h = read_header(r);

@@ -79,3 +79,38 @@ TEST(HaloCache, RefusesAnswersThatWereNotAskedForAndChangesNothing) {
     EXPECT_FALSE(c.fresh(1, c.index(u), 5, 1)) << "a refused answer confirmed node " << u;
   EXPECT_THROW(c.index(4), std::invalid_argument);
 }
+
+TEST(HaloCache, CompressedFeaturesAreKeptAsTheyCameAndReadInLeafOrder) {
+  halo_cache c({3, 8, 20, 41});
+  const Eigen::Index widths[] = {5, 3};
+  c.ensure_levels(widths, true);
+  ASSERT_TRUE(c.sparse_features());
+  Matrix first = Matrix::Zero(2, 5), second = Matrix::Zero(1, 5);
+  first(0, 1) = 3;
+  first(1, 4) = -1;
+  second(0, 0) = 2;
+  const node_id asked_a[] = {3, 8}, asked_b[] = {20, 41}, sent_b[] = {41};
+  c.store_features(asked_a, asked_a, std::make_shared<const sparse_rows>(to_sparse(first)), 0);
+  c.store_features(asked_b, sent_b, std::make_shared<const sparse_rows>(to_sparse(second)), 0);
+  EXPECT_TRUE(c.fresh(0, c.index(20), 0, 1)) << "every asked row is confirmed";
+  local_cg cg;
+  cg.remote_leaves = {{41, 3, 8}, {}};
+  const Matrix got = to_dense(c.leaf_features(cg));
+  EXPECT_EQ(got.row(0), second.row(0));
+  EXPECT_EQ(got.row(1), first.row(0));
+  EXPECT_EQ(got.row(2), first.row(1));
+  EXPECT_EQ(c.leaf_rows(cg)[0].size(), 0) << "no dense copy of the features";
+  cg.remote_leaves = {{20}, {}};
+  EXPECT_THROW(c.leaf_features(cg), std::invalid_argument) << "20 was asked but never sent";
+  // A dense store at level 0, rows of another width, and rows not asked for are refused.
+  const std::uint64_t v[] = {0};
+  EXPECT_THROW(c.store(0, asked_b, sent_b, v, Matrix::Zero(1, 5), 1), std::invalid_argument);
+  EXPECT_THROW(
+      c.store_features(asked_b, sent_b,
+                       std::make_shared<const sparse_rows>(to_sparse(Matrix::Zero(1, 4))), 1),
+      std::invalid_argument);
+  const node_id not_asked[] = {20};
+  EXPECT_THROW(c.store_features(asked_a, not_asked,
+                                std::make_shared<const sparse_rows>(to_sparse(second)), 1),
+               std::invalid_argument);
+}

@@ -14,6 +14,7 @@
 #include "model/gnn_model.hpp"
 #include "model/local_cg.hpp"
 #include "model/partitioner.hpp"
+#include "model/sparse_input.hpp"
 
 using namespace degnn;
 
@@ -252,4 +253,55 @@ TEST(PushPlan, PlacesAPushsRowsBeforeItsNeighboursAndSharedNodesOnce) {
   EXPECT_EQ(none.graphs[2], (std::vector<node_id>{9, 7}));
   for (std::int32_t s : scratch)
     EXPECT_EQ(s, -1);
+}
+
+TEST(LocalCg, ForwardAndBackwardOnCompressedFeaturesEqualTheDenseOnes) {
+  const auto& f = fixture();
+  std::vector<node_id> targets;
+  for (node_id l = 0; l < f.part.num_owned() && targets.size() < 40; l += 3)
+    targets.push_back(f.part.owned[static_cast<size_t>(l)]);
+  std::vector<std::int32_t> scratch(static_cast<size_t>(f.d.num_nodes()), -1);
+  const local_cg cg = expand_local(f.part, *f.book, targets, kTop, kFanouts, 5, 9, scratch);
+  ASSERT_FALSE(cg.remote_leaves[0].empty()) << "the test needs remote leaves at level 0";
+  const auto leaves = f.leaves(cg);
+  const sparse_rows local = to_sparse(f.part.features);
+  const sparse_rows leaf_features = to_sparse(leaves[0]);
+  Matrix grad(static_cast<Eigen::Index>(targets.size()), f.config.hidden);
+  for (Eigen::Index i = 0; i < grad.size(); ++i)
+    grad.data()[i] = std::cos(0.3f * static_cast<float>(i));
+  for (const bool gcn : {false, true}) {
+    model_config config = f.config;
+    if (gcn) config.kind = model_kind::gcn;
+    gnn_model dense_model(config, 11), sparse_model(config, 11);
+    dense_model.zero_grad();
+    sparse_model.zero_grad();
+    local_cg_state ds, ss;
+    std::vector<Matrix> dense_pre, sparse_pre;
+    const Matrix dense_out =
+        forward_local_cg(dense_model, cg, f.part.features, leaves, true, 21, ds, &dense_pre);
+    const Matrix sparse_out =
+        forward_local_cg(sparse_model, cg, local, leaf_features, leaves, true, 21, ss, &sparse_pre);
+    EXPECT_LE(max_diff(sparse_out, dense_out), 1e-5f) << (gcn ? "gcn" : "sage");
+    ASSERT_EQ(sparse_pre.size(), dense_pre.size());
+    for (size_t k = 0; k < dense_pre.size(); ++k)
+      EXPECT_LE(max_diff(sparse_pre[k], dense_pre[k]), 1e-5f) << "history level " << k + 1;
+    backward_local_cg(dense_model, cg, ds, grad);
+    backward_local_cg(sparse_model, cg, ss, grad);
+    const auto dg = flatten(dense_model.gradients()), sg = flatten(sparse_model.gradients());
+    ASSERT_EQ(dg.size(), sg.size());
+    float worst = 0, scale = 1e-6f;
+    for (size_t i = 0; i < dg.size(); ++i) {
+      worst = std::max(worst, std::abs(dg[i] - sg[i]));
+      scale = std::max(scale, std::abs(dg[i]));
+    }
+    EXPECT_LE(worst, 1e-5f * scale) << (gcn ? "gcn" : "sage") << " gradients";
+    EXPECT_GT(scale, 1e-3f) << "the gradient must not be trivially zero";
+  }
+  // Targets at level 0 are refused on compressed rows.
+  local_cg top0 = cg;
+  top0.top_level = 0;
+  local_cg_state s0;
+  gnn_model model(f.config, 11);
+  EXPECT_THROW(forward_local_cg(model, top0, local, leaf_features, leaves, true, 21, s0),
+               std::invalid_argument);
 }

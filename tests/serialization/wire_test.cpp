@@ -8,6 +8,8 @@
 #include <limits>
 #include <random>
 
+#include "model/sparse_input.hpp"
+
 using namespace degnn;
 using namespace degnn::wire;
 
@@ -568,4 +570,87 @@ TEST(Wire, RejectsQuantizedHaloRowsThatDoNotAddUp) {
   // A row whose values are not finite cannot be quantized: the sender fails, nothing is sent.
   m.rows(1, 3) = std::numeric_limits<float>::infinity();
   EXPECT_THROW(encode(ctx, m, kind::halo_response), std::invalid_argument);
+}
+
+namespace {
+sparse_rows some_sparse_rows() {
+  Matrix x = Matrix::Zero(4, 300);
+  x(0, 3) = 1.5f;
+  x(0, 299) = -2;
+  x(2, 0) = 7;  // row 1 and row 3 are empty
+  return to_sparse(x);
+}
+}  // namespace
+
+TEST(Wire, CompressedFeatureRowsRoundTripInEveryMessageThatCarriesThem) {
+  const auto rows = std::make_shared<const sparse_rows>(some_sparse_rows());
+  row_block r;
+  r.h = {.step = 3, .sender = 1};
+  r.sparse = rows;
+  r.degrees = {4, 0, 2, 9};
+  for (kind k : {kind::feature_response, kind::halo_response}) {
+    const auto b = encode(ctx, r, k);
+    const auto m = decode_row_block(ctx, b, 32, true);
+    ASSERT_TRUE(m.sparse);
+    EXPECT_EQ(to_dense(*m.sparse), to_dense(*rows));
+    EXPECT_EQ(m.degrees, r.degrees);
+    EXPECT_EQ(m.h.step, 3u);
+    EXPECT_EQ(m.h.sender, 1);
+    // Three non-zeros cost far less than 4 dense rows of 300 floats.
+    EXPECT_LT(b.size(), 200u);
+    // Every cut is refused.
+    for (size_t n = 0; n < b.size(); n += 8)
+      EXPECT_THROW(decode_row_block(ctx, std::span(b.data(), n), 32, true), wire_error) << n;
+  }
+  embedding_rows e;
+  e.h = {.step = 5, .sender = 2};
+  e.nodes = {10, 11, 12, 13};
+  e.sparse = rows;
+  const auto m = decode_embedding_rows(ctx, encode(ctx, e), true);
+  ASSERT_TRUE(m.sparse);
+  EXPECT_EQ(to_dense(*m.sparse), to_dense(*rows));
+  EXPECT_EQ(m.nodes, e.nodes);
+  EXPECT_EQ(m.versions, std::vector<std::uint64_t>(4, 0));
+  EXPECT_EQ(m.cols, 300u);
+  EXPECT_EQ(m.layer, 0);
+}
+
+TEST(Wire, RejectsCompressedRowsThatDoNotAddUp) {
+  const auto rows = std::make_shared<const sparse_rows>(some_sparse_rows());
+  // A column out of range, written by a peer that does not check: the decoder must.
+  auto hostile = std::make_shared<sparse_rows>(*rows);
+  hostile->m.innerIndexPtr()[1] = 300;
+  row_block r;
+  r.sparse = hostile;
+  try {
+    decode_row_block(ctx, encode(ctx, r, kind::feature_response), 32, true);
+    ADD_FAILURE() << "a column out of range was taken";
+  } catch (const wire_error& e) {
+    EXPECT_NE(std::string(e.what()).find("column 300"), std::string::npos) << e.what();
+  }
+  // Degrees for some rows only, and nodes for some rows only.
+  r.sparse = rows;
+  r.degrees = {1, 2};
+  EXPECT_THROW(decode_row_block(ctx, encode(ctx, r, kind::feature_response), 32, true), wire_error);
+  embedding_rows e;
+  e.sparse = rows;
+  e.nodes = {1, 2, 3};
+  EXPECT_THROW(decode_embedding_rows(ctx, encode(ctx, e), true), wire_error);
+  // Random damage never crashes.
+  std::mt19937 rng(99);
+  r.degrees = {4, 0, 2, 9};
+  const auto base = encode(ctx, r, kind::feature_response);
+  int rejected = 0;
+  for (int iter = 0; iter < 5000; ++iter) {
+    auto b = base;
+    for (int f = 0; f < 1 + static_cast<int>(rng() % 4); ++f)
+      b[rng() % b.size()] = static_cast<char>(rng());
+    try {
+      const auto m = decode_row_block(ctx, b, 32, true);
+      EXPECT_TRUE(m.degrees.empty() || m.degrees.size() == static_cast<size_t>(m.sparse->rows()));
+    } catch (const wire_error&) {
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 0);
 }
