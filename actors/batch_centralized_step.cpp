@@ -6,6 +6,7 @@
 #include "actors/batch_internal.hpp"
 #include "model/block_builder.hpp"
 #include "model/sampler.hpp"
+#include "model/sparse_input.hpp"
 
 namespace degnn::batch_detail {
 
@@ -19,6 +20,11 @@ struct step_job {
   std::vector<node_id> frontier;
   size_t hop = 0;
   Matrix inputs;
+  /// A run on compressed feature rows: where each input row is (this part's rows or a pulled
+  /// answer, kept in `pulled` until the rows are assembled into sparse_inputs).
+  std::vector<sparse_row_ref> input_refs;
+  std::vector<std::shared_ptr<const sparse_rows>> pulled;
+  sparse_rows sparse_inputs;
   promise rp;
   std::int64_t began_us = 0;  ///< when the step started (sampling)
   bool ring = false;          ///< the workers reduce the gradient among themselves (Control.ring)
@@ -128,17 +134,24 @@ void run_features(self_ptr self, std::shared_ptr<step_job> job) {
   const auto& book = *st.book;
   const int me = part.part;
   const auto& inputs = job->blocks.front().src_nodes;
-  job->inputs.resize(static_cast<Eigen::Index>(inputs.size()), part.features.cols());
-  owner_groups groups =
-      split_groups(group_by_owner(book, inputs, me),
-                   rows_per_message(st.settings, static_cast<std::size_t>(part.features.cols()) *
-                                                     sizeof(float)));
+  const bool sparse = part.sparse_features != nullptr;
+  if (sparse) {
+    job->input_refs.resize(inputs.size());
+  } else {
+    job->inputs.resize(static_cast<Eigen::Index>(inputs.size()), part.features.cols());
+  }
+  owner_groups groups = split_groups(group_by_owner(book, inputs, me),
+                                     rows_per_message(st.settings, feature_row_bytes(part)));
   const auto own = static_cast<std::int64_t>(groups.own.size());
 #pragma omp parallel for schedule(static) if (own >= 4096)
   for (std::int64_t j = 0; j < own; ++j) {
     const size_t i = groups.own[static_cast<size_t>(j)];
     const node_id l = book.local_id(inputs[i]);
-    job->inputs.row(static_cast<Eigen::Index>(i)) = part.features.row(l);
+    if (sparse) {
+      job->input_refs[i] = {part.sparse_features.get(), l};
+    } else {
+      job->inputs.row(static_cast<Eigen::Index>(i)) = part.features.row(l);
+    }
     st.degree[inputs[i]] = static_cast<std::int32_t>(part.indptr[l + 1] - part.indptr[l]);
   }
   std::vector<wire_request<shard_actor, feature_atom>> requests;
@@ -164,21 +177,34 @@ void run_features(self_ptr self, std::shared_ptr<step_job> job) {
         st.stages.add(stage::feature_pull, job->step, pulled_from, stage_log::now_us());
         try {
           const auto& inputs = job->blocks.front().src_nodes;
+          const auto& part = *st.part;
+          const bool sparse = part.sparse_features != nullptr;
           for (size_t r = 0; r < replies.size(); ++r) {
             if (replies[r].kind != static_cast<std::uint16_t>(wire::kind::feature_response)) {
               throw wire::wire_error("expected a feature_response");
             }
-            const auto res = wire::decode_row_block(st.ctx, replies[r].bytes);
-            if (static_cast<size_t>(res.rows.rows()) != positions[r].size() ||
-                res.rows.cols() != job->inputs.cols() ||
+            const auto res = wire::decode_row_block(st.ctx, replies[r].bytes, 32, sparse);
+            const auto rows = sparse ? res.sparse->rows() : res.rows.rows();
+            const auto cols = sparse ? res.sparse->cols() : res.rows.cols();
+            if (static_cast<size_t>(rows) != positions[r].size() || cols != part.features.cols() ||
                 res.degrees.size() != positions[r].size()) {
               throw wire::wire_error("feature_response has the wrong shape");
             }
             for (size_t k = 0; k < positions[r].size(); ++k) {
-              job->inputs.row(static_cast<Eigen::Index>(positions[r][k])) =
-                  res.rows.row(static_cast<Eigen::Index>(k));
+              const auto row = static_cast<Eigen::Index>(k);
+              if (sparse) {
+                job->input_refs[positions[r][k]] = {res.sparse.get(), row};
+              } else {
+                job->inputs.row(static_cast<Eigen::Index>(positions[r][k])) = res.rows.row(row);
+              }
               st.degree[inputs[positions[r][k]]] = res.degrees[k];
             }
+            if (sparse) job->pulled.push_back(res.sparse);
+          }
+          if (sparse) {
+            job->sparse_inputs = assemble_rows(job->input_refs, part.features.cols());
+            job->input_refs.clear();
+            job->pulled.clear();
           }
           finish_step(self, job);
         } catch (const std::exception& e) {
@@ -208,8 +234,10 @@ void finish_step(self_ptr self, std::shared_ptr<step_job> job) {
   std::vector<std::int32_t> labels(job->seeds.size());
   for (size_t i = 0; i < labels.size(); ++i)
     labels[i] = st.part->labels[st.book->local_id(job->seeds[i])];
-  const step_stats s = st.replica->train_step(batch, job->inputs, labels,
-                                              mix64(st.settings.seed ^ mix64(job->step)));
+  const std::uint64_t dropout_seed = mix64(st.settings.seed ^ mix64(job->step));
+  const step_stats s = st.part->sparse_features
+                           ? st.replica->train_step(batch, job->sparse_inputs, labels, dropout_seed)
+                           : st.replica->train_step(batch, job->inputs, labels, dropout_seed);
   wire::allreduce_chunk out{.h = {job->step, st.part->part},
                             .round = 0,
                             .values = st.replica->gradient(),

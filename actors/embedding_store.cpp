@@ -2,6 +2,7 @@
 #include "actors/embedding_store.hpp"
 
 #include "actors/reports.hpp"
+#include "model/sparse_input.hpp"
 
 namespace degnn {
 
@@ -24,6 +25,21 @@ wire_message serve_get(store_state& st, const wire_message& m) {
   rows.bits = features ? 32 : st.table->bits();
   rows.cols = features ? static_cast<int>(st.part->features.cols()) : st.table->width(level);
   const auto local = st.book->owned_local_ids(req.nodes, st.part->part, "embedding_get");
+  if (features && st.part->sparse_features) {
+    // Features never change (version 0): a get that holds them takes nothing.
+    std::vector<node_id> rows_of;
+    for (size_t i = 0; i < req.nodes.size(); ++i) {
+      if (!req.held.empty() && req.held[i] != wire::kNoVersion) continue;
+      res.nodes.push_back(req.nodes[i]);
+      rows_of.push_back(local[i]);
+    }
+    res.sparse =
+        std::make_shared<const sparse_rows>(gather_rows(*st.part->sparse_features, rows_of));
+    res.cols = static_cast<std::uint32_t>(st.part->features.cols());
+    auto msg = pack(wire::kind::embedding_rows, wire::encode(st.ctx, res));
+    if (req.h.sender != st.part->part) st.sent.add(wire::kind::embedding_rows, msg.bytes.size());
+    return msg;
+  }
   for (size_t i = 0; i < req.nodes.size(); ++i) {
     const node_id g = req.nodes[i];
     const node_id l = local[i];

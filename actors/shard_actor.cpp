@@ -5,6 +5,7 @@
 #include "actors/reports.hpp"
 #include "actors/shard_internal.hpp"
 #include "model/sampler.hpp"
+#include "model/sparse_input.hpp"
 
 namespace degnn {
 
@@ -60,14 +61,17 @@ wire_message serve_pull(const graph_partition& part, const partition_book& book,
       const auto req = wire::decode_row_request(ctx, request.bytes);
       wire::row_block res;
       res.h = {req.h.step, part.part};
-      res.rows.resize(static_cast<Eigen::Index>(req.nodes.size()), part.features.cols());
       res.degrees.reserve(req.nodes.size());
       const auto local = book.owned_local_ids(req.nodes, part.part, "feature_request");
-      for (size_t i = 0; i < req.nodes.size(); ++i) {
-        const node_id l = local[i];
-        res.rows.row(static_cast<Eigen::Index>(i)) = part.features.row(l);
-        res.degrees.push_back(static_cast<std::int32_t>(part.indptr[l + 1] - part.indptr[l]));
+      if (part.sparse_features) {
+        res.sparse = std::make_shared<const sparse_rows>(gather_rows(*part.sparse_features, local));
+      } else {
+        res.rows.resize(static_cast<Eigen::Index>(req.nodes.size()), part.features.cols());
+        for (size_t i = 0; i < req.nodes.size(); ++i)
+          res.rows.row(static_cast<Eigen::Index>(i)) = part.features.row(local[i]);
       }
+      for (const node_id l : local)
+        res.degrees.push_back(static_cast<std::int32_t>(part.indptr[l + 1] - part.indptr[l]));
       return {static_cast<std::uint16_t>(wire::kind::feature_response),
               wire::encode(ctx, res, wire::kind::feature_response)};
     }

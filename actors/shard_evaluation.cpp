@@ -4,6 +4,7 @@
 #include <map>
 
 #include "actors/shard_internal.hpp"
+#include "model/sparse_input.hpp"
 
 namespace degnn::shard_detail {
 
@@ -36,6 +37,44 @@ const Matrix& layer_rows(const shard_state& st, int layer) {
   return layer == 0 ? st.part->features : st.eval_h.at(static_cast<size_t>(layer));
 }
 
+// h^(1) of every owned node from compressed feature rows: the part's own and the halo's, as
+// they came (the set-up keeps the halo's in the halo cache).
+void evaluate_on_compressed_features(shard_state& st, std::vector<wire_message>& replies,
+                                     const std::vector<std::vector<size_t>>& positions,
+                                     bool keep_features, std::uint64_t step) {
+  const auto& part = *st.part;
+  const node_id n = part.num_owned();
+  block b = partition_block(part);
+  std::vector<sparse_row_ref> refs(b.src_nodes.size());
+  for (node_id l = 0; l < n; ++l)
+    refs[static_cast<size_t>(l)] = {part.sparse_features.get(), l};
+  std::vector<std::shared_ptr<const sparse_rows>> pulled;
+  for (size_t r = 0; r < replies.size(); ++r) {
+    auto res = wire::decode_row_block(st.ctx, replies[r].bytes, 32, true);
+    if (static_cast<size_t>(res.sparse->rows()) != positions[r].size() ||
+        res.sparse->cols() != part.features.cols() || res.degrees.size() != positions[r].size())
+      throw wire::wire_error("halo_response has the wrong shape");
+    for (size_t k = 0; k < positions[r].size(); ++k) {
+      refs[static_cast<size_t>(n) + positions[r][k]] = {res.sparse.get(),
+                                                        static_cast<Eigen::Index>(k)};
+      b.src_degree[static_cast<size_t>(n) + positions[r][k]] = res.degrees[k];
+    }
+    pulled.push_back(std::move(res.sparse));
+  }
+  if (keep_features && !st.halo_features_loaded) {
+    ensure_halo_levels(st);
+    for (size_t r = 0; r < pulled.size(); ++r) {
+      std::vector<node_id> asked;
+      for (size_t i : positions[r])
+        asked.push_back(part.halo[i]);
+      st.halo.store_features(asked, asked, pulled[r], step);
+    }
+    st.halo_features_loaded = true;
+  }
+  if (st.eval_h.size() <= 1) st.eval_h.resize(2);
+  st.eval_h[1] = st.replica->first_layer_forward(b, assemble_rows(refs, part.features.cols()));
+}
+
 }  // namespace
 
 caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) {
@@ -53,8 +92,9 @@ caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) 
   const bool quantized = setup && layer > 1 && st.settings.setup == history_setup::quantized;
   const auto bits = static_cast<std::uint8_t>(quantized ? st.settings.history_bits : 32);
   const auto width = static_cast<std::size_t>(layer_rows(st, layer - 1).cols());
+  const std::size_t row_bytes = layer == 1 ? feature_row_bytes(part) : width * sizeof(float);
   owner_groups groups = split_groups(group_by_owner(*st.book, part.halo, part.part),
-                                     rows_per_message(st.settings, width * sizeof(float)));
+                                     rows_per_message(st.settings, row_bytes));
   std::vector<wire_request<shard_actor, halo_atom>> requests;
   std::vector<std::vector<size_t>> positions;
   for (size_t r = 0; r < groups.owners.size(); ++r) {
@@ -79,33 +119,37 @@ caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) 
         auto& st = self->state;
         const auto& part = *st.part;
         try {
-          const Matrix& own = layer_rows(st, layer - 1);
-          const node_id n = part.num_owned();
-          block b = partition_block(part);
-          Matrix h_src(static_cast<Eigen::Index>(b.src_nodes.size()), own.cols());
-          h_src.topRows(n) = own;
-          for (size_t r = 0; r < replies.size(); ++r) {
-            const auto res = wire::decode_row_block(st.ctx, replies[r].bytes, bits);
-            if (static_cast<size_t>(res.rows.rows()) != positions[r].size() ||
-                res.rows.cols() != own.cols() || res.degrees.size() != positions[r].size()) {
-              throw wire::wire_error("halo_response has the wrong shape");
+          if (layer == 1 && part.sparse_features) {
+            evaluate_on_compressed_features(st, replies, positions, keep_features, step);
+          } else {
+            const Matrix& own = layer_rows(st, layer - 1);
+            const node_id n = part.num_owned();
+            block b = partition_block(part);
+            Matrix h_src(static_cast<Eigen::Index>(b.src_nodes.size()), own.cols());
+            h_src.topRows(n) = own;
+            for (size_t r = 0; r < replies.size(); ++r) {
+              const auto res = wire::decode_row_block(st.ctx, replies[r].bytes, bits);
+              if (static_cast<size_t>(res.rows.rows()) != positions[r].size() ||
+                  res.rows.cols() != own.cols() || res.degrees.size() != positions[r].size()) {
+                throw wire::wire_error("halo_response has the wrong shape");
+              }
+              for (size_t k = 0; k < positions[r].size(); ++k) {
+                h_src.row(n + static_cast<Eigen::Index>(positions[r][k])) =
+                    res.rows.row(static_cast<Eigen::Index>(k));
+                b.src_degree[n + positions[r][k]] = res.degrees[k];
+              }
             }
-            for (size_t k = 0; k < positions[r].size(); ++k) {
-              h_src.row(n + static_cast<Eigen::Index>(positions[r][k])) =
-                  res.rows.row(static_cast<Eigen::Index>(k));
-              b.src_degree[n + positions[r][k]] = res.degrees[k];
+            if (keep_features && !st.halo_features_loaded) {
+              ensure_halo_levels(st);
+              const auto halo = static_cast<Eigen::Index>(part.halo.size());
+              const std::vector<std::uint64_t> versions(part.halo.size(), 0);
+              st.halo.store(0, part.halo, part.halo, versions, h_src.bottomRows(halo), step);
+              st.halo_features_loaded = true;
             }
+            if (st.eval_h.size() <= static_cast<size_t>(layer))
+              st.eval_h.resize(static_cast<size_t>(layer) + 1);
+            st.eval_h[static_cast<size_t>(layer)] = st.replica->layer_forward(layer - 1, b, h_src);
           }
-          if (keep_features && !st.halo_features_loaded) {
-            ensure_halo_levels(st);
-            const auto halo = static_cast<Eigen::Index>(part.halo.size());
-            const std::vector<std::uint64_t> versions(part.halo.size(), 0);
-            st.halo.store(0, part.halo, part.halo, versions, h_src.bottomRows(halo), step);
-            st.halo_features_loaded = true;
-          }
-          if (st.eval_h.size() <= static_cast<size_t>(layer))
-            st.eval_h.resize(static_cast<size_t>(layer) + 1);
-          st.eval_h[static_cast<size_t>(layer)] = st.replica->layer_forward(layer - 1, b, h_src);
           wire::control out{.h = {step, part.part}, .what = wire::control_kind::result};
           if (layer == st.replica->num_layers()) {
             // Accuracy counts: correct and total for train, valid, test.
@@ -146,6 +190,16 @@ wire_message serve_halo(shard_state& st, const wire_message& m) {
   res.h = {req.h.step, st.part->part};
   res.bits = req.bits;
   const auto local = st.book->owned_local_ids(req.nodes, st.part->part, "halo_request");
+  if (req.layer == 0 && st.part->sparse_features) {
+    if (req.bits != 32) throw wire::wire_error("halo_request for features below 32 bits");
+    res.sparse = std::make_shared<const sparse_rows>(gather_rows(*st.part->sparse_features, local));
+    for (const node_id l : local)
+      res.degrees.push_back(static_cast<std::int32_t>(st.part->indptr[l + 1] - st.part->indptr[l]));
+    auto msg =
+        pack(wire::kind::halo_response, wire::encode(st.ctx, res, wire::kind::halo_response));
+    count(st, req.h.sender, msg);
+    return msg;
+  }
   res.rows.resize(static_cast<Eigen::Index>(req.nodes.size()), rows.cols());
   for (size_t i = 0; i < req.nodes.size(); ++i) {
     const node_id l = local[i];

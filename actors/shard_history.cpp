@@ -17,7 +17,7 @@ void ensure_halo_levels(shard_state& st) {
   std::vector<Eigen::Index> widths;
   for (int k = 0; k < std::max(st.settings.top_level(), 1); ++k)
     widths.push_back(level_width(st, k));
-  st.halo.ensure_levels(widths);
+  st.halo.ensure_levels(widths, st.part->sparse_features != nullptr);
 }
 
 // Stores an owner's answer to `ask` in the halo cache; returns the number of rows received.
@@ -30,6 +30,10 @@ size_t store_answer(shard_state& st, const wire::embedding_get& ask,
   }
   if (static_cast<Eigen::Index>(rows.cols) != level_width(st, ask.layer))
     throw wire::wire_error("embedding_rows of the wrong width");
+  if (rows.sparse) {
+    st.halo.store_features(ask.nodes, rows.nodes, rows.sparse, step);
+    return rows.nodes.size();
+  }
   const Matrix values = quantizer(static_cast<int>(rows.cols), rows.bits)
                             .decode(rows.payload, rows.row_min, rows.row_scale);
   st.halo.store(ask.layer, ask.nodes, rows.nodes, rows.versions, values, step);
@@ -114,9 +118,8 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
   std::vector<wire_request<store_actor, get_atom>> requests;
   std::vector<wire::embedding_get> asks;
   std::vector<int> owners;  ///< per request
-  const owner_groups groups = split_groups(
-      group_by_owner(*st.book, part.halo, part.part),
-      rows_per_message(st.settings, static_cast<std::size_t>(level_width(st, 0)) * sizeof(float)));
+  const owner_groups groups = split_groups(group_by_owner(*st.book, part.halo, part.part),
+                                           rows_per_message(st.settings, feature_row_bytes(part)));
   for (size_t r = 0; r < groups.owners.size() && !st.halo_features_loaded; ++r) {
     const int q = groups.owners[r];
     wire::embedding_get req{.h = {c.h.step, part.part}, .layer = 0};
@@ -136,7 +139,8 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
       .each = [self, asks = std::move(asks), step = c.h.step](std::size_t r, wire_message& reply) {
         auto& st = self->state;
         try {
-          store_answer(st, asks[r], wire::decode_embedding_rows(st.ctx, reply.bytes), step);
+          const bool sparse = st.part->sparse_features != nullptr;
+          store_answer(st, asks[r], wire::decode_embedding_rows(st.ctx, reply.bytes, sparse), step);
         } catch (const std::exception&) {
           ++st.rejected;
           throw;

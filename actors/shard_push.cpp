@@ -70,9 +70,14 @@ void finish_step(self_ptr self, std::uint64_t step) {
     s.pre.resize(n);
     const std::uint64_t dropout_seed = mix64(st.settings.seed ^ mix64(step));
     for (size_t g = 0; g < n; ++g) {
-      s.outs[g] = forward_local_cg(st.replica->model(), s.graphs[g], st.part->features,
-                                   st.halo.leaf_rows(s.graphs[g]), true, dropout_seed, s.states[g],
-                                   &s.pre[g]);
+      const local_cg& cg = s.graphs[g];
+      s.outs[g] =
+          st.part->sparse_features
+              ? forward_local_cg(st.replica->model(), cg, *st.part->sparse_features,
+                                 st.halo.leaf_features(cg), st.halo.leaf_rows(cg), true,
+                                 dropout_seed, s.states[g], &s.pre[g])
+              : forward_local_cg(st.replica->model(), cg, st.part->features, st.halo.leaf_rows(cg),
+                                 true, dropout_seed, s.states[g], &s.pre[g]);
       ++st.work.graphs;
       for (const block& b : s.graphs[g].blocks) {
         st.work.nodes += static_cast<std::uint64_t>(b.num_dst());

@@ -175,7 +175,10 @@ Matrix run_local_cg(const gnn_model& model, const local_cg& cg, const Matrix& lo
     const auto& from = cg.src_from[static_cast<size_t>(k)];
     const Matrix& below = k == 0 ? local_features : state.outputs[static_cast<size_t>(k - 1)];
     const Matrix* leaf_source = nullptr;
-    if (!cg.remote_leaves[static_cast<size_t>(k)].empty()) {
+    if (k == 0 && sparse_local) {
+      if (sparse_leaves->rows() != static_cast<Eigen::Index>(cg.remote_leaves[0].size()))
+        throw std::invalid_argument("forward_local_cg: wrong number of leaf feature rows");
+    } else if (!cg.remote_leaves[static_cast<size_t>(k)].empty()) {
       Matrix& leaf_rows = leaves.at(static_cast<size_t>(k));
       leaf_source = &leaf_rows;
       if (leaf_rows.rows() !=

@@ -51,6 +51,9 @@ struct graph_partition {
 
 /// Makes p hold its features as compressed rows (sparse) or as dense rows.
 void set_feature_layout(graph_partition& p, bool sparse);
+/// Bytes one of p's feature rows takes in a message, on average (dense: its floats; compressed:
+/// its non-zeros' columns and values), for sizing messages of feature rows.
+std::size_t feature_row_bytes(const graph_partition& p);
 /// apply_feature_transform (model/feature_transform.hpp) on p's features, in either layout.
 void apply_feature_transform(const std::string& name, graph_partition& p);
 

@@ -5,6 +5,7 @@
 
 #include "model/layers.hpp"
 #include "model/local_cg.hpp"
+#include "model/sparse_input.hpp"
 
 namespace degnn {
 
@@ -151,6 +152,13 @@ Matrix model_replica::layer_forward(int layer, const block& b, const Matrix& h_s
   Matrix out;
   model_.layer(layer).apply(b, h_src, out, nullptr);
   if (layer + 1 < model_.num_layers()) relu_forward(out);
+  return out;
+}
+
+Matrix model_replica::first_layer_forward(const block& b, const sparse_rows& features) const {
+  Matrix out;
+  sparse_layer_forward(model_.layer(0), b, features, out, nullptr);
+  if (model_.num_layers() > 1) relu_forward(out);
   return out;
 }
 

@@ -81,6 +81,8 @@ class model_replica {
   /// Evaluation-mode forward of layer `layer` over one block: h_src (num_src, in) -> (num_dst,
   /// out).
   Matrix layer_forward(int layer, const block& b, const Matrix& h_src) const;
+  /// layer_forward of the first layer on compressed feature rows.
+  Matrix first_layer_forward(const block& b, const sparse_rows& features) const;
   int num_layers() const { return config_.num_layers; }
 
   /// The model and optimiser themselves (checkpoints, inference).

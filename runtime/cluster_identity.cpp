@@ -50,6 +50,7 @@ cluster_identity identity_of(const train_settings& s, const partition_meta& meta
       {"weight_decay", number(s.model.weight_decay)},
       {"dropout", number(s.model.dropout)},
       {"normalize_features", s.normalize_features},
+      {"sparse_features", s.sparse_features ? "true" : "false"},
       {"seed", std::to_string(s.seed)},
       {"pipeline", s.pipeline},
       {"batch_size", std::to_string(s.batch_size)},

@@ -312,9 +312,11 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
     }
     book = std::make_shared<partition_book>(load_partition_book(s.partitions));
     for (int p = 0; p < meta.num_parts; ++p) {
-      // Files hold the raw features; d's were transformed by the caller.
+      // Files hold the raw features, in the layout the set was cut with; d's were transformed
+      // by the caller.
       auto part = std::make_shared<graph_partition>(load_partition(s.partitions, p));
-      apply_feature_transform(s.normalize_features, part->features);
+      set_feature_layout(*part, s.sparse_features);
+      apply_feature_transform(s.normalize_features, *part);
       parts.push_back(std::move(part));
     }
   } else {

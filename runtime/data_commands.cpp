@@ -83,7 +83,8 @@ int run_partition(int argc, char** argv) {
         "folder of the parsed-dataset cache (default $XDG_CACHE_HOME/degnn or ~/.cache/degnn)"},
        {"sparse-features", "false",
         "store the feature rows compressed (wide, mostly-zero features: smaller files, and a "
-        "part is read without a dense copy); runs read either layout"}});
+        "part is read without a dense copy); runs read either layout",
+        true}});
   if (!opts.parse(argc, argv, 0)) return 0;
   if (!opts.given("data")) throw config_error("partition: --data DIR is required");
   if (!opts.given("out")) throw config_error("partition: --out DIR is required");

@@ -114,7 +114,8 @@ int run_node(int argc, char** argv) {
   auto book = std::make_shared<const partition_book>(load_partition_book(s.partitions));
   auto load_part = [&](int p) {
     auto loaded = std::make_shared<graph_partition>(load_partition(s.partitions, p));
-    apply_feature_transform(s.normalize_features, loaded->features);
+    set_feature_layout(*loaded, s.sparse_features);
+    apply_feature_transform(s.normalize_features, *loaded);
     return std::shared_ptr<const graph_partition>(std::move(loaded));
   };
   // A static node knows its partition now and reads it before anything starts; an adopted one

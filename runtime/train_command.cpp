@@ -77,7 +77,7 @@ int run_train(int argc, char** argv) {
         "instead of %.1f MB dense)\n",
         100 * nnz / cells, static_cast<long long>(d.num_nodes()), d.num_features(),
         (nnz * 8 + 4.0 * (d.num_nodes() + 1)) / 1e6, cells * 4 / 1e6);
-  } else if (s.pipeline == "single" && d.num_features() >= 1000) {
+  } else if (d.num_features() >= 1000 && d.features.rows() > 0) {
     if (const double kept = density(d.features); kept <= 0.05) {
       std::printf(
           "note: only %.2f%% of the feature values (%d columns) are non-zero; "

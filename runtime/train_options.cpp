@@ -37,8 +37,9 @@ std::vector<option_spec> train_option_specs() {
        "none, or row: divide each node's features by their sum (raw counts otherwise start the "
        "loss far above ln(classes))"},
       {"sparse-features", "false",
-       "one process: keep the input features as compressed rows and run the first layer on them "
-       "(bag-of-words graphs: much faster and smaller when most entries are zero)",
+       "keep the input features as compressed rows and run the first layer on them; in a "
+       "cluster they also travel compressed (bag-of-words graphs: much faster and smaller when "
+       "most entries are zero)",
        true},
       {"seed", "1", "seed of initialisation, batching, sampling and dropout"},
       {"eval-every", "1",
@@ -184,9 +185,10 @@ train_settings read_train_settings(const option_set& opts) {
         "--compare-with trains the whole run again with the other pipeline, so its figures would "
         "not compare with a run resumed from --resume; leave one of them out");
   }
-  if (s.sparse_features && s.pipeline != "single") {
-    throw config_error("--sparse-features applies to one process only (this run's pipeline is " +
-                       s.pipeline + "; clusters keep dense feature rows)");
+  if (s.sparse_features && s.pipeline == "decentralized" && s.model.num_layers < 2) {
+    throw config_error(
+        "--sparse-features with the decentralized pipeline needs at least 2 layers (a 1-layer "
+        "model's partial sums are sums of feature rows, which travel dense)");
   }
   if (!s.partitions.empty() && s.pipeline == "single") {
     throw config_error(

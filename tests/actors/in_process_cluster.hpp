@@ -49,8 +49,11 @@ struct in_process_cluster {
     auto owner = partition_graph(d.graph, d.train, s.parts,
                                  parse_partition_method(s.partition_method), s.seed);
     book = std::make_shared<partition_book>(std::move(owner), s.parts);
-    for (int p = 0; p < s.parts; ++p)
-      parts.push_back(std::make_shared<graph_partition>(extract_partition(d, *book, p)));
+    for (int p = 0; p < s.parts; ++p) {
+      auto part = std::make_shared<graph_partition>(extract_partition(d, *book, p));
+      set_feature_layout(*part, s.sparse_features);
+      parts.push_back(std::move(part));
+    }
     const worker_settings ws = make_worker_settings(s);
     for (const auto& part : parts) {
       workers.push_back(spawn_worker(sys, part, book, rc, ws, ctx));
@@ -77,6 +80,12 @@ struct in_process_cluster {
   wire_message ask_shard(int p, Atom atom, wire::kind k, wire::bytes b,
                          std::string* error = nullptr) {
     return ask(handles.shards[static_cast<size_t>(p)], atom, k, std::move(b), error);
+  }
+  /// The same of embedding store p.
+  template <class Atom>
+  wire_message ask_store(int p, Atom atom, wire::kind k, wire::bytes b,
+                         std::string* error = nullptr) {
+    return ask(handles.stores[static_cast<size_t>(p)], atom, k, std::move(b), error);
   }
   /// The same of batch actor p.
   template <class Atom>

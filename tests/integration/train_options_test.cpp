@@ -53,8 +53,9 @@ TEST(TrainOptions, AnOptionTheRunWouldIgnoreIsAnErrorNamingIt) {
       {{"--partitions", parts, "--parts", "4"}, "--parts 4 but " + parts + " has 2 parts"},
       {{"--partitions", parts, "--partition-method", "random"},
        "--partition-method is not used with --partitions"},
-      {{"--data", cora, "--parts", "2", "--sparse-features"},
-       "--sparse-features applies to one process only (this run's pipeline is centralized"},
+      {{"--data", cora, "--parts", "2", "--pipeline", "decentralized", "--layers", "1", "--fanouts",
+        "5", "--sparse-features"},
+       "--sparse-features with the decentralized pipeline needs at least 2 layers"},
       {{"--data", cora, "--parts", "2", "--compare-with", "decentralized", "--resume",
         dir.path.string()},
        "--compare-with trains the whole run again"},
@@ -91,6 +92,48 @@ TEST(TrainOptions, SparseFeaturesTrainAsDenseOnes) {
   const auto dense = losses(false), sparse = losses(true);
   ASSERT_EQ(dense.size(), 3u);
   ASSERT_EQ(sparse.size(), 3u);
+  for (size_t i = 0; i < dense.size(); ++i)
+    EXPECT_NEAR(sparse[i], dense[i], 1e-3 * dense[i]) << "epoch " << i + 1;
+}
+
+// A set cut with compressed rows: a cluster reads it in either layout, and both train the same
+// model (the same epoch losses up to float rounding).
+TEST(TrainOptions, ACompressedPartitionSetTrainsInEitherLayout) {
+  temp_dir dir("train-sparse-set");
+  const auto parts = (dir.path / "cora-2").string();
+  const outcome cut =
+      run_degnn(dir, {"partition", "--data", cora, "--parts", "2", "--out", parts,
+                      "--sparse-features", "--cache-dir", (dir.path / "cache").string()});
+  ASSERT_EQ(cut.rc, 0) << cut.out;
+  const outcome info = run_degnn(dir, {"info", "--data", parts});
+  EXPECT_NE(info.out.find("feature rows stored compressed"), std::string::npos) << info.out;
+  auto losses = [&](bool sparse) {
+    std::vector<std::string> args = {"train",
+                                     "--partitions",
+                                     parts,
+                                     "--pipeline",
+                                     "decentralized",
+                                     "--layers",
+                                     "3",
+                                     "--fanouts",
+                                     "5,5,5",
+                                     "--epochs",
+                                     "2",
+                                     "--batch-size",
+                                     "16",
+                                     "--no-progress"};
+    if (sparse) args.push_back("--sparse-features");
+    const outcome r = run_degnn(dir, args);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    std::vector<double> out;
+    static const std::regex line(R"(epoch +\d+ +loss ([0-9.]+))");
+    for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it)
+      out.push_back(std::stod((*it)[1]));
+    return out;
+  };
+  const auto dense = losses(false), sparse = losses(true);
+  ASSERT_EQ(dense.size(), 2u);
+  ASSERT_EQ(sparse.size(), 2u);
   for (size_t i = 0; i < dense.size(); ++i)
     EXPECT_NEAR(sparse[i], dense[i], 1e-3 * dense[i]) << "epoch " << i + 1;
 }
