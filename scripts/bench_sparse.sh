@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Dense against compressed-row input features in one process (--sparse-features, issue 16 item 4):
-# the same run (seed, batches, epochs) alternated REPEATS times, medians of the epoch's training
-# time, its evaluation and the process's peak RSS, and the test accuracy of each.
+# Dense against compressed-row input features (--sparse-features, issue 16 item 4): the same run
+# (seed, batches, epochs) alternated REPEATS times, medians of the epoch's training time, its
+# evaluation and the process's peak RSS, and the test accuracy of each.
 # Usage: scripts/bench_sparse.sh [DATASET] [REPEATS]   (defaults: coauthor-cs 3)
 #   DATASET: data/NAME or ../shared/datasets/NAME. EPOCHS (default 1), MAX_BATCHES (default 0: all).
+#   PIPELINE (default single): centralized or decentralized runs an in-process cluster of PARTS
+#   (default 4) METIS parts from a partition set cut once per layout (dense rows for the dense
+#   run, compressed for the other), 3 layers with fanouts 10,10,10 for the decentralized one.
 #   Prints one table row per variant and a JSON line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,13 +21,26 @@ data=data/$name
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$bin" info --data "$data" >/dev/null  # the first load writes the cache outside the timings
+pipeline=${PIPELINE:-single}
+model=(--layers 2 --fanouts 10,25)
+[ "$pipeline" = decentralized ] && model=(--layers 3 --fanouts 10,10,10)
+if [ "$pipeline" != single ]; then
+  for variant in dense sparse; do
+    cut=()
+    [ "$variant" = sparse ] && cut=(--sparse-features)
+    "$bin" partition --data "$data" --parts "${PARTS:-4}" --out "$out/set-$variant" "${cut[@]}" \
+      >/dev/null
+  done
+fi
 for r in $(seq "$repeats"); do
   for variant in dense sparse; do
     flag=()
     [ "$variant" = sparse ] && flag=(--sparse-features)
-    /usr/bin/time -f "%M" -o "$out/rss" "$bin" train --data "$data" --pipeline single \
+    input=(--data "$data")
+    [ "$pipeline" != single ] && input=(--partitions "$out/set-$variant")
+    /usr/bin/time -f "%M" -o "$out/rss" "$bin" train "${input[@]}" --pipeline "$pipeline" \
       --epochs "${EPOCHS:-1}" --max-batches "${MAX_BATCHES:-0}" --hidden 256 --batch-size 64 \
-      --layers 2 --fanouts 10,25 --seed 1 --no-progress --metrics "$out/m.jsonl" "${flag[@]}" \
+      "${model[@]}" --seed 1 --no-progress --metrics "$out/m.jsonl" "${flag[@]}" \
       >"$out/log" 2>&1 || { cat "$out/log" >&2; exit 1; }
     python3 - "$out/m.jsonl" "$(cat "$out/rss")" "$variant" >>"$out/runs" <<'PY'
 import json, sys
@@ -36,11 +52,12 @@ PY
     tail -1 "$out/runs" >&2
   done
 done
-python3 - "$out/runs" "$name" <<'PY'
+python3 - "$out/runs" "$name" "$pipeline" <<'PY'
 import json, sys, statistics as st
 rows = [l.split() for l in open(sys.argv[1])]
 res = {}
-print(f"{sys.argv[2]}: | features | epoch s (median) | eval s | peak RSS MiB | test accuracy |")
+print(f"{sys.argv[2]} ({sys.argv[3]}): | features | epoch s (median) | eval s | peak RSS MiB | "
+      "test accuracy |")
 for v in ("dense", "sparse"):
     sel = [r for r in rows if r[0] == v]
     res[v] = {k: st.median(float(r[i]) for r in sel)
@@ -49,5 +66,6 @@ for v in ("dense", "sparse"):
           f"{100 * res[v]['test_acc']:.2f} |")
 res["speedup"] = res["dense"]["epoch_s"] / res["sparse"]["epoch_s"]
 print(f"epoch speed-up {res['speedup']:.2f}x")
-print(json.dumps({"bench": "sparse_features", "dataset": sys.argv[2], **res}))
+print(json.dumps({"bench": "sparse_features", "dataset": sys.argv[2], "pipeline": sys.argv[3],
+                  **res}))
 PY
