@@ -39,8 +39,8 @@ struct load_options {
   /// Where caches go; empty = $XDG_CACHE_HOME/degnn, else ~/.cache/degnn (never the dataset's
   /// own folder, which may be shared or read-only); no cache when neither can be named.
   std::filesystem::path cache_dir;
-  /// Features as compressed rows in d.sparse_features (model/sparse_input.hpp); from the cache
-  /// they are read so without ever holding the dense matrix.
+  /// Features as compressed rows in d.sparse_features (model/sparse_input.hpp); from the CSV
+  /// files or the cache they are read so without ever holding the dense matrix.
   bool sparse_features = false;
 };
 
@@ -48,14 +48,18 @@ struct load_options {
 /// An optional DIR/dataset.ini may say `directed = true` (default false: edges are symmetrized).
 dataset load_dataset(const std::filesystem::path& dir, const load_options& options = {});
 
-/// Parses the CSV files only (no cache). Exposed for tests and benchmarks.
-dataset load_ogb_csv(const std::filesystem::path& dir, bool verbose = false);
+/// Parses the CSV files only (no cache). Exposed for tests and benchmarks. sparse_features: the
+/// feature rows go straight into d.sparse_features (no dense matrix is ever made).
+dataset load_ogb_csv(const std::filesystem::path& dir, bool verbose = false,
+                     bool sparse_features = false);
 
-/// Binary cache of a loaded dataset: magic, version, a stamp of the source files, raw arrays.
+/// Binary cache of a loaded dataset: magic, version, a stamp of the source files, raw arrays;
+/// the features as compressed rows when at most a quarter of them are non-zero (or d holds them
+/// so), dense rows otherwise. Either load reads either layout.
 void write_dataset_cache(const dataset& d, const std::filesystem::path& file, std::uint64_t stamp);
 /// Returns false (and leaves d alone) when the file is absent or its stamp differs; throws
 /// data_error when it is present but corrupt. sparse_features: read the features into
-/// d.sparse_features, a chunk of rows at a time (the dense matrix is never whole in memory).
+/// d.sparse_features (from dense rows a chunk at a time: the dense matrix is never whole).
 bool read_dataset_cache(const std::filesystem::path& file, std::uint64_t stamp, dataset& d,
                         bool sparse_features = false);
 /// Stamp of DIR's source files (sizes and modification times).

@@ -1,11 +1,14 @@
 // Binary cache of a loaded dataset, so a second load of a large graph skips CSV parsing: a fixed
 // header (magic, version, source stamp, sizes), then the raw arrays, then a payload checksum.
+// Version 2 keeps mostly-zero features as compressed rows (a bag-of-words graph's cache was a
+// gigabyte of dense zeros).
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 
 #include "model/data_error.hpp"
 #include "model/dataset.hpp"
@@ -20,7 +23,10 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'D', 'E', 'G', 'N', 'N', 'D', 'S', '1'};
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;
+/// Features at most this dense are cached as compressed rows (8 bytes a non-zero against 4 an
+/// entry: a quarter keeps the file at most half the dense size).
+constexpr double kCompressedUpTo = 0.25;
 
 struct cache_header {
   char magic[8];
@@ -29,6 +35,7 @@ struct cache_header {
   std::uint64_t stamp;
   std::int64_t num_nodes, num_edges, raw_edges, num_features, num_classes;
   std::int64_t num_train, num_valid, num_test, name_length;
+  std::int64_t feature_nonzeros;  ///< -1: dense rows; else compressed rows with this many
 };
 
 template <class T>
@@ -122,8 +129,10 @@ std::uint64_t dataset_source_stamp(const fs::path& dir) {
 
 void write_dataset_cache(const dataset& d, const fs::path& file, std::uint64_t stamp) {
   if (file.has_parent_path()) fs::create_directories(file.parent_path());
-  if (d.sparse_features)
-    throw std::invalid_argument("write_dataset_cache: the cache holds dense feature rows");
+  // Compressed rows come from d, or from its dense rows when few enough are non-zero.
+  std::shared_ptr<const sparse_rows> compressed = d.sparse_features;
+  if (!compressed && density(d.features) <= kCompressedUpTo)
+    compressed = std::make_shared<const sparse_rows>(to_sparse(d.features));
   {
     durable_file out(file);  // a reader never sees a half-written cache
     cache_header h{};
@@ -140,12 +149,23 @@ void write_dataset_cache(const dataset& d, const fs::path& file, std::uint64_t s
     h.num_valid = static_cast<std::int64_t>(d.valid.size());
     h.num_test = static_cast<std::int64_t>(d.test.size());
     h.name_length = static_cast<std::int64_t>(d.name.size());
+    h.feature_nonzeros = compressed ? compressed->m.nonZeros() : -1;
     checksum64 sum;
     write_array(out, sum, &h, 1);
     write_array(out, sum, d.name.data(), d.name.size());
     write_array(out, sum, d.graph.indptr.data(), d.graph.indptr.size());
     write_array(out, sum, d.graph.indices.data(), d.graph.indices.size());
-    write_array(out, sum, d.features.data(), static_cast<size_t>(d.features.size()));
+    if (compressed) {
+      sparse_rows rows = *compressed;  // compressed storage: each array in one piece
+      rows.m.makeCompressed();
+      const auto counts = row_counts(rows);
+      const auto nnz = static_cast<size_t>(rows.m.nonZeros());
+      write_array(out, sum, counts.data(), counts.size());
+      write_array(out, sum, rows.m.innerIndexPtr(), nnz);
+      write_array(out, sum, rows.m.valuePtr(), nnz);
+    } else {
+      write_array(out, sum, d.features.data(), static_cast<size_t>(d.features.size()));
+    }
     write_array(out, sum, d.labels.data(), d.labels.size());
     write_array(out, sum, d.train.data(), d.train.size());
     write_array(out, sum, d.valid.data(), d.valid.size());
@@ -173,9 +193,15 @@ bool read_dataset_cache(const fs::path& file, std::uint64_t stamp, dataset& resu
                          h.num_train, h.num_valid, h.num_test, h.name_length}) {
     if (v < 0 || v > limit) throw data_error::at(file.string(), 0, "corrupt dataset cache header");
   }
+  const bool compressed = h.feature_nonzeros >= 0;
+  if (h.feature_nonzeros < -1 || h.feature_nonzeros > h.num_nodes * h.num_features ||
+      h.feature_nonzeros > std::numeric_limits<std::int32_t>::max())
+    throw data_error::at(file.string(), 0, "corrupt dataset cache header (feature non-zeros)");
   std::error_code ec;
+  const std::int64_t feature_bytes =
+      compressed ? 4 * h.num_nodes + 8 * h.feature_nonzeros : 4 * h.num_nodes * h.num_features;
   const auto expected = sizeof h + h.name_length + 8 * (h.num_nodes + 1) + 4 * h.num_edges +
-                        4 * h.num_nodes * h.num_features + 4 * h.num_nodes +
+                        feature_bytes + 4 * h.num_nodes +
                         4 * (h.num_train + h.num_valid + h.num_test) + 8;
   if (fs::file_size(file, ec) != static_cast<std::uintmax_t>(expected)) {
     throw data_error::at(file.string(), 0,
@@ -192,7 +218,28 @@ bool read_dataset_cache(const fs::path& file, std::uint64_t stamp, dataset& resu
   read_array(in, sum, d.graph.indptr.data(), d.graph.indptr.size(), file);
   d.graph.indices.resize(static_cast<size_t>(h.num_edges));
   read_array(in, sum, d.graph.indices.data(), d.graph.indices.size(), file);
-  if (sparse_features) {
+  if (compressed) {
+    std::vector<std::int32_t> counts(static_cast<size_t>(h.num_nodes)),
+        columns(static_cast<size_t>(h.feature_nonzeros));
+    std::vector<float> values(columns.size());
+    read_array(in, sum, counts.data(), counts.size(), file);
+    read_array(in, sum, columns.data(), columns.size(), file);
+    read_array(in, sum, values.data(), values.size(), file);
+    std::shared_ptr<const sparse_rows> rows;
+    try {
+      rows = std::make_shared<const sparse_rows>(
+          sparse_from_parts(h.num_features, counts, columns, values));
+    } catch (const std::invalid_argument& e) {
+      throw data_error::at(file.string(), 0,
+                           std::string("corrupt dataset cache (") + e.what() + ")");
+    }
+    if (sparse_features) {
+      d.sparse_features = std::move(rows);
+      d.features = Matrix(0, h.num_features);
+    } else {
+      d.features = to_dense(*rows);
+    }
+  } else if (sparse_features) {
     read_sparse_features(in, sum, h.num_nodes, h.num_features, file, d);
   } else {
     d.features.resize(h.num_nodes, h.num_features);
@@ -230,18 +277,17 @@ dataset load_dataset(const fs::path& dir, const load_options& options) {
       return d;
     }
   }
-  dataset d = load_ogb_csv(dir, options.verbose);
+  dataset d = load_ogb_csv(dir, options.verbose, options.sparse_features);
   if (!cache.empty()) {
     try {
       write_dataset_cache(d, cache, stamp);
-      // Announced: a cache can be large (a dense copy of every feature).
+      // Announced: a cache can be large (a copy of every feature, dense when most are non-zero).
       std::fprintf(stderr, "dataset cache for %s written to %s (%.1f MB; --cache-dir moves it)\n",
                    dir.c_str(), cache.c_str(), static_cast<double>(fs::file_size(cache)) / 1e6);
     } catch (const std::exception& e) {  // a cache we cannot write only costs time next load
       if (options.verbose) std::fprintf(stderr, "  note: no dataset cache written: %s\n", e.what());
     }
   }
-  if (options.sparse_features) make_features_sparse(d);
   return d;
 }
 

@@ -17,6 +17,7 @@
 #include "model/data_error.hpp"
 #include "model/dataset.hpp"
 #include "model/gzip_lines.hpp"
+#include "model/sparse_input.hpp"
 
 namespace degnn {
 
@@ -168,7 +169,7 @@ void log(bool verbose, const char* fmt, auto... args) {
 
 }  // namespace
 
-dataset load_ogb_csv(const fs::path& dir, bool verbose) {
+dataset load_ogb_csv(const fs::path& dir, bool verbose, bool sparse_features) {
   const auto t0 = std::chrono::steady_clock::now();
   if (!fs::is_directory(dir)) throw data_error::at(dir.string(), 0, "dataset directory not found");
   const dataset_meta meta = read_meta(dir);
@@ -246,12 +247,22 @@ dataset load_ogb_csv(const fs::path& dir, bool verbose) {
     first_error err;
     std::int64_t rows = 0;
     std::int64_t width = -1;
+    // Compressed: each chunk's rows are parsed in parallel into their non-zeros, then appended.
+    std::vector<std::int32_t> counts, columns;
+    std::vector<float> values;
+    std::vector<std::vector<std::pair<std::int32_t, float>>> chunk_nonzeros;
     read_lines_chunked(file, [&](std::span<const std::string_view> lines, std::int64_t first) {
       if (width < 0) {
         width = static_cast<std::int64_t>(std::count(lines[0].begin(), lines[0].end(), ',')) + 1;
-        d.features.setZero(n, width);
+        if (sparse_features) {
+          d.features = Matrix(0, width);
+          counts.reserve(static_cast<size_t>(n));
+        } else {
+          d.features.setZero(n, width);
+        }
       }
       const auto count = static_cast<std::int64_t>(lines.size());
+      if (sparse_features) chunk_nonzeros.assign(lines.size(), {});
 #pragma omp parallel for schedule(dynamic, 64)
       for (std::int64_t i = 0; i < count; ++i) {
         const std::int64_t row = rows + i;
@@ -261,7 +272,8 @@ dataset load_ogb_csv(const fs::path& dir, bool verbose) {
         }
         const char* p = lines[i].data();
         const char* end = p + lines[i].size();
-        float* out = d.features.row(row).data();
+        float* out = sparse_features ? nullptr : d.features.row(row).data();
+        auto* nonzeros = sparse_features ? &chunk_nonzeros[static_cast<size_t>(i)] : nullptr;
         std::int64_t col = 0;
         bool bad = false;
         while (true) {
@@ -282,7 +294,12 @@ dataset load_ogb_csv(const fs::path& dir, bool verbose) {
             bad = true;
             break;
           }
-          out[col++] = v;
+          if (out) {
+            out[col] = v;
+          } else if (v != 0.0f) {
+            nonzeros->emplace_back(static_cast<std::int32_t>(col), v);
+          }
+          ++col;
           if (!comma) break;
           p = comma + 1;
         }
@@ -291,6 +308,14 @@ dataset load_ogb_csv(const fs::path& dir, bool verbose) {
                                     std::to_string(col));
         }
       }
+      for (const auto& row : chunk_nonzeros) {
+        counts.push_back(static_cast<std::int32_t>(row.size()));
+        for (const auto& [c, v] : row) {
+          columns.push_back(c);
+          values.push_back(v);
+        }
+      }
+      chunk_nonzeros.clear();
       rows += count;
     });
     err.throw_if_any(file.string());
@@ -299,9 +324,15 @@ dataset load_ogb_csv(const fs::path& dir, bool verbose) {
                            "has " + std::to_string(rows) + " rows, expected one per node (" +
                                std::to_string(n) + ")");
     }
+    if (sparse_features) {
+      if (values.size() > static_cast<size_t>(std::numeric_limits<std::int32_t>::max()))
+        throw data_error::at(file.string(), 0, "more than 2^31 non-zero features");
+      d.sparse_features =
+          std::make_shared<const sparse_rows>(sparse_from_parts(width, counts, columns, values));
+    }
   }
-  log(verbose, "  features: %lld x %lld\n", static_cast<long long>(d.features.rows()),
-      static_cast<long long>(d.features.cols()));
+  log(verbose, "  features: %lld x %lld%s\n", static_cast<long long>(n),
+      static_cast<long long>(d.features.cols()), sparse_features ? " (compressed rows)" : "");
 
   // -- labels --
   {

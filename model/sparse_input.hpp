@@ -1,7 +1,7 @@
 // Sparse input features (bag-of-words graphs: thousands of columns, a few non-zeros a row) and
 // the first layer on them: the layer's products run on the compressed rows, so training makes no
-// dense batch of input rows and keeps no dense (nodes x features) matrix (only a first load from
-// CSV, before the cache exists, parses dense rows once).
+// dense batch of input rows and keeps no dense (nodes x features) matrix, from the CSV parse and
+// the dataset cache to the partition files and the messages between shards.
 #pragma once
 
 #include <Eigen/SparseCore>

@@ -281,8 +281,8 @@ TEST(LocalCg, ForwardAndBackwardOnCompressedFeaturesEqualTheDenseOnes) {
         forward_local_cg(dense_model, cg, f.part.features, leaves, true, 21, ds, &dense_pre);
     auto history_only = leaves;
     history_only[0] = Matrix();  // level 0 is read from leaf_features only
-    const Matrix sparse_out = forward_local_cg(sparse_model, cg, local, leaf_features,
-                                               history_only, true, 21, ss, &sparse_pre);
+    const Matrix sparse_out = forward_local_cg(sparse_model, cg, local, leaf_features, history_only,
+                                               true, 21, ss, &sparse_pre);
     EXPECT_LE(max_diff(sparse_out, dense_out), 1e-5f) << (gcn ? "gcn" : "sage");
     ASSERT_EQ(sparse_pre.size(), dense_pre.size());
     for (size_t k = 0; k < dense_pre.size(); ++k)
