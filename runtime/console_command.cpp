@@ -1,13 +1,13 @@
 // degnn console HOST:PORT: an operator's console attached to node 0 of a running cluster, with
 // line editing, history and tab completion (GNU readline), or one command with -c for scripts.
-// With --tls DIR --tls-name operator-K every command carries a proof over node 0's challenge.
+// With --tls DIR --tls-name operator-K it goes through node 0's HTTPS console gateway (node
+// --console) instead of CAF, and every command carries a proof over the gateway's challenge.
 #include <readline/history.h>
 #include <readline/readline.h>
 #include <unistd.h>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <caf/openssl/all.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +16,7 @@
 #include "runtime/cli_options.hpp"
 #include "runtime/commands.hpp"
 #include "runtime/console_commands.hpp"
+#include "runtime/console_gateway.hpp"
 #include "runtime/node_actor.hpp"
 #include "runtime/node_membership.hpp"
 #include "serialization/wire_console.hpp"
@@ -51,7 +52,7 @@ char** complete_command(const char* text, int start, int) {
 }  // namespace
 
 int run_console(int argc, char** argv) {
-  std::string address, command, tls_dir, tls_name;
+  std::string address, command, tls_dir, tls_name, server_name = "node-0";
   bool json = false;
   int timeout_s = 10;
   for (int i = 0; i < argc; ++i) {
@@ -62,9 +63,12 @@ int run_console(int argc, char** argv) {
     };
     if (a == "--help" || a == "-h") {
       std::printf(
-          "usage: degnn console HOST:PORT [-c CMD] [--json] [--tls DIR --tls-name operator-K]\n\n"
-          "Attaches to node 0 of a running cluster (its --listen address). Without -c it reads\n"
-          "commands with line editing, history and tab completion; `help` lists them.\n");
+          "usage: degnn console HOST:PORT [-c CMD] [--json]\n"
+          "                     [--tls DIR --tls-name operator-K [--server-name node-0]]\n\n"
+          "Attaches to node 0 of a running cluster: its --listen address, or with --tls its\n"
+          "--console address (HTTPS with the operator's certificate; the gateway's certificate\n"
+          "must be made out to --server-name). Without -c it reads commands with line editing,\n"
+          "history and tab completion; `help` lists them.\n");
       return 0;
     }
     if (a == "-c") {
@@ -75,6 +79,8 @@ int run_console(int argc, char** argv) {
       tls_dir = value();
     } else if (a == "--tls-name") {
       tls_name = value();
+    } else if (a == "--server-name") {
+      server_name = value();
     } else if (a == "--timeout") {
       timeout_s = std::max(1, std::atoi(value().c_str()));
     } else if (a.rfind("-", 0) != 0 && address.empty()) {
@@ -89,58 +95,49 @@ int run_console(int argc, char** argv) {
   if (!tls_dir.empty() || !tls_name.empty()) {
     if (tls_dir.empty() || tls_name.empty())
       throw config_error("console: --tls DIR and --tls-name operator-K go together");
-    // Measured with CAF 0.17.6: when any TLS connection to a node closes, that node loses its
-    // routes to the other nodes and the run stops ("partition 1's batch actor is gone"). A
-    // console that attaches and detaches would stop the training, so it refuses to.
-    if (!std::getenv("DEGNN_CONSOLE_TLS_ANYWAY")) {
-      throw config_error(
-          "console: attaching to a TLS cluster is refused: with CAF 0.17.6, closing a TLS "
-          "connection to node 0 drops its routes to the other nodes and stops the run (see "
-          "README); use node 0's --http endpoint, or set DEGNN_CONSOLE_TLS_ANYWAY=1 to try");
-    }
+    // Not through CAF: with CAF 0.17.6, closing a TLS connection to a node drops its routes to
+    // every other node, so a console that detached from node 0's CAF port stopped the run.
     tls = tls_files{tls_dir, tls_name};
     tls->check();
   }
-  caf::actor_system_config cfg;
-  add_actor_types(cfg);
-  add_runtime_types(cfg);
-  cfg.load<caf::io::middleman>();
-  if (tls) use_tls(cfg, *tls);
-  caf::actor_system sys{cfg};
-  const auto node = connect<node_actor>(
-      sys, where, std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s), "node",
-      tls.has_value());
-  caf::scoped_actor self{sys};
+  // Without TLS: node 0's node actor over a CAF connection.
+  caf::actor_system_config cfg;  // outlives the actor system, which refers to it
+  std::optional<caf::actor_system> sys;
+  node_actor node;
+  if (!tls) {
+    add_actor_types(cfg);
+    add_runtime_types(cfg);
+    cfg.load<caf::io::middleman>();
+    sys.emplace(cfg);
+    node = connect<node_actor>(*sys, where,
+                               std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s),
+                               "node", false);
+  }
   const auto limit = std::chrono::seconds(timeout_s);
   // One command: true when node 0 answered it.
   auto run_one = [&](const std::string& line) {
-    wire::console_request req{line, {}, {}, {}};
     std::string failure;
-    if (tls) {
-      std::vector<char> challenge;
-      self->request(node, limit, challenge_atom_v)
-          .receive([&](std::vector<char>& c) { challenge = std::move(c); },
-                   [&](caf::error& e) { failure = sys.render(e); });
-      if (challenge.empty()) {
-        std::fprintf(stderr, "error: node 0 gave no challenge: %s\n", failure.c_str());
-        return false;
-      }
-      join_proof p = prove(*tls, std::vector<std::uint8_t>(challenge.begin(), challenge.end()));
-      req.certificate = std::move(p.certificate);
-      req.signature = std::move(p.signature);
-      req.token_mac = std::move(p.token_mac);
-    }
     std::optional<wire::console_reply> reply;
-    self->request(node, limit, console_atom_v, wire::encode(wire::context{}, req))
-        .receive(
-            [&](std::vector<char>& b) {
-              try {
-                reply = wire::decode_console_reply(wire::context{}, b);
-              } catch (const wire::wire_error& e) {
-                failure = e.what();
-              }
-            },
-            [&](caf::error& e) { failure = sys.render(e); });
+    if (tls) {
+      try {
+        reply = ask_console_gateway(where, server_name, *tls, line, timeout_s);
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    } else {
+      caf::scoped_actor self{*sys};
+      const wire::console_request req{line, {}, {}, {}, {}};
+      self->request(node, limit, console_atom_v, wire::encode(wire::context{}, req))
+          .receive(
+              [&](std::vector<char>& b) {
+                try {
+                  reply = wire::decode_console_reply(wire::context{}, b);
+                } catch (const wire::wire_error& e) {
+                  failure = e.what();
+                }
+              },
+              [&](caf::error& e) { failure = sys->render(e); });
+    }
     if (!reply) {
       std::fprintf(stderr, "error: no answer from node 0: %s\n", failure.c_str());
       return false;

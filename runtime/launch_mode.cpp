@@ -44,6 +44,9 @@ std::vector<option_spec> node_option_specs() {
   specs.push_back({"http", "",
                    "node 0: serve GET /status (JSON) and /metrics (Prometheus) on ADDR:PORT "
                    "(loopback unless --insecure)"});
+  specs.push_back({"console", "",
+                   "node 0 of a TLS cluster: serve the operator console (degnn console ... --tls) "
+                   "over HTTPS with client certificates on ADDR:PORT (port 0: any free one)"});
   specs.push_back({"heartbeat-ms", "500", "milliseconds between heartbeats on each connection"});
   specs.push_back({"allow-faults", "false",
                    "test runs: the console may kill or stop nodes (every node must say so)", true});

@@ -140,6 +140,8 @@ using node_actor = caf::typed_actor<
     caf::replies_to<chunk_atom, std::vector<char>>::with<std::vector<char>>,
     caf::replies_to<challenge_atom>::with<std::vector<char>>,
     caf::replies_to<console_atom, std::vector<char>>::with<std::vector<char>>,
+    caf::replies_to<console_atom, std::string, std::string,
+                    std::vector<char>>::with<std::vector<char>>,
     caf::replies_to<join_atom, std::vector<char>>::with<std::vector<char>>,
     caf::replies_to<formed_atom, std::string>::with<std::vector<char>>,
     caf::reacts_to<last_call_atom, std::string>,

@@ -28,6 +28,7 @@
 #include "runtime/cluster_trainer.hpp"
 #include "runtime/commands.hpp"
 #include "runtime/compute_threads.hpp"
+#include "runtime/console_gateway.hpp"
 #include "runtime/endpoint.hpp"
 #include "runtime/fault_injection.hpp"
 #include "runtime/http_endpoint.hpp"
@@ -194,6 +195,7 @@ int run_node(int argc, char** argv) {
       local_key,
       coordinates ? std::optional<console_role>(console_role{board, mode.tls}) : std::nullopt,
       kill_token, allow_faults ? ws.fault_counts : nullptr);
+  const auto console_gate = node_console_gateway(opts, coordinates, mode.tls, sys, node, local_key);
   caf::scoped_actor self{sys};
   // Whatever ends this function, the local actors stop first: the actor system's destructor waits
   // for every actor, so an error that skipped this would hang the process.

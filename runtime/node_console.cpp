@@ -108,55 +108,85 @@ console_answer cut_from_console(node_pointer self, const std::string& command,
 
 }  // namespace
 
+namespace {
+
+std::vector<char> console_reply_bytes(node_pointer self, bool ok, std::string text) {
+  auto& st = self->state;
+  if (!ok && st.log)
+    st.log("console: refused " + sender_name(self->current_sender()) + ": " + text);
+  return wire::encode(wire::context{}, wire::console_reply{ok, std::move(text)});
+}
+
+// An operator's command once it is admitted; `who` names the operator in the log.
+std::vector<char> run_operator_command(node_pointer self, const std::string& command,
+                                       const std::string& who) {
+  auto& st = self->state;
+  std::string first;
+  std::istringstream(command) >> first;
+  if (first == "kill") {
+    const console_answer a = kill_from_console(self, command, who);
+    return console_reply_bytes(self, a.ok, a.text);
+  }
+  if (first == "cut" || first == "heal") {
+    const console_answer a = cut_from_console(self, command, who);
+    return console_reply_bytes(self, a.ok, a.text);
+  }
+  // An operator's command must never end the node actor.
+  console_answer a;
+  try {
+    a = answer_console(*st.console->board, command);
+  } catch (const std::exception& e) {
+    return console_reply_bytes(self, false, std::string("the command failed: ") + e.what());
+  }
+  // Every command that changes the run is logged with the view and who gave it.
+  if (a.ok && a.changes && st.log) {
+    st.log("console: '" + command + "' from " + who + " (view " +
+           std::to_string(st.console->board->view_id()) + ")");
+  }
+  return console_reply_bytes(self, a.ok, a.text);
+}
+
+}  // namespace
+
 // An operator's console command: with TLS only with a fresh proof over an operator certificate.
 std::vector<char> answer_operator(node_pointer self, const std::vector<char>& b) {
   auto& st = self->state;
-  auto reply = [&](bool ok, std::string text) {
-    if (!ok && st.log)
-      st.log("console: refused " + sender_name(self->current_sender()) + ": " + text);
-    return wire::encode(wire::context{}, wire::console_reply{ok, std::move(text)});
-  };
-  if (!st.console) return reply(false, "only node 0 answers the console");
+  if (!st.console) return console_reply_bytes(self, false, "only node 0 answers the console");
   wire::console_request r;
   try {
     r = wire::decode_console_request(wire::context{.max_bytes = 64 << 10}, b);
   } catch (const wire::wire_error& e) {
-    return reply(false, e.what());
+    return console_reply_bytes(self, false, e.what());
   }
   std::string operator_name;
   if (st.console->tls) {
     std::string& who = operator_name;
     const std::string why =
         check_proof(self, *st.console->tls, {r.certificate, r.signature, r.token_mac}, who);
-    if (!why.empty()) return reply(false, "the console's " + why);
+    if (!why.empty()) return console_reply_bytes(self, false, "the console's " + why);
     if (who.rfind("operator-", 0) != 0)
-      return reply(false, "'" + who + "' is not an operator certificate (degnn certs --operators)");
+      return console_reply_bytes(
+          self, false, "'" + who + "' is not an operator certificate (degnn certs --operators)");
   }
-  const std::string who =
-      st.console->tls ? operator_name : "an operator at " + sender_name(self->current_sender());
-  std::string first;
-  std::istringstream(r.command) >> first;
-  if (first == "kill") {
-    const console_answer a = kill_from_console(self, r.command, who);
-    return reply(a.ok, a.text);
-  }
-  if (first == "cut" || first == "heal") {
-    const console_answer a = cut_from_console(self, r.command, who);
-    return reply(a.ok, a.text);
-  }
-  // An operator's command must never end the node actor.
-  console_answer a;
+  return run_operator_command(
+      self, r.command,
+      st.console->tls ? operator_name : "an operator at " + sender_name(self->current_sender()));
+}
+
+std::vector<char> answer_verified_operator(node_pointer self, const std::string& key,
+                                           const std::string& operator_name,
+                                           const std::vector<char>& b) {
+  auto& st = self->state;
+  if (!from_this_process(self, key))
+    return console_reply_bytes(self, false, "a verified console command from outside this process");
+  if (!st.console) return console_reply_bytes(self, false, "only node 0 answers the console");
+  wire::console_request r;
   try {
-    a = answer_console(*st.console->board, r.command);
-  } catch (const std::exception& e) {
-    return reply(false, std::string("the command failed: ") + e.what());
+    r = wire::decode_console_request(wire::context{.max_bytes = 64 << 10}, b);
+  } catch (const wire::wire_error& e) {
+    return console_reply_bytes(self, false, e.what());
   }
-  // Every command that changes the run is logged with the view and who gave it.
-  if (a.ok && a.changes && st.log) {
-    st.log("console: '" + r.command + "' from " + who + " (view " +
-           std::to_string(st.console->board->view_id()) + ")");
-  }
-  return reply(a.ok, a.text);
+  return run_operator_command(self, r.command, operator_name + " (TLS console)");
 }
 
 }  // namespace degnn::node_detail

@@ -241,6 +241,13 @@ struct ConsoleRequest {
   certificate @2 :Text;       # with TLS: the operator's certificate (operator-K), PEM
   signature @3 :Data;         # with TLS: node 0's challenge signed with its key
   tokenMac @4 :Data;          # with TLS: HMAC-SHA256 of the challenge with the job token
+  challenge @5 :Data;         # through node 0's TLS console gateway: the challenge it answers
+}
+
+# A TLS console gateway's challenge (answer to its POST /challenge), signed in the next request.
+struct ConsoleChallenge {
+  header @0 :Header;
+  challenge @1 :Data;
 }
 
 struct ConsoleReply {

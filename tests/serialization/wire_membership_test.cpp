@@ -7,6 +7,8 @@
 
 #include <random>
 
+#include "serialization/wire_console.hpp"
+
 using namespace degnn::wire;
 
 namespace {
@@ -185,4 +187,36 @@ TEST(WireMembership, RejectsEveryTruncationAndSurvivesRandomCorruption) {
   }
   std::printf("rejected %d of 20000 corrupted membership buffers\n", rejected);
   EXPECT_GT(rejected, 0);
+}
+
+// The console's messages: a request through the TLS gateway carries the challenge it answers,
+// the gateway's challenge travels as its own message, and out-of-bounds sizes are refused.
+TEST(WireConsole, RequestsChallengesAndRepliesRoundTripWithinTheirBounds) {
+  const context any{};
+  console_request req{"progress", "PEM", {1, 2, 3}, {4, 5}, std::vector<std::uint8_t>(32, 7)};
+  const auto back = decode_console_request(any, encode(any, req));
+  EXPECT_EQ(back.command, "progress");
+  EXPECT_EQ(back.certificate, "PEM");
+  EXPECT_EQ(back.signature, req.signature);
+  EXPECT_EQ(back.token_mac, req.token_mac);
+  EXPECT_EQ(back.challenge, req.challenge);
+  req.challenge.assign(65, 1);
+  EXPECT_THROW(decode_console_request(any, encode(any, req)), wire_error);
+  req.challenge.clear();
+  req.command.assign(1025, 'x');
+  EXPECT_THROW(decode_console_request(any, encode(any, req)), wire_error);
+
+  const console_challenge c{std::vector<std::uint8_t>(32, 9)};
+  EXPECT_EQ(decode_console_challenge(any, encode(any, c)).challenge, c.challenge);
+  for (const std::size_t n : {0, 8, 65}) {
+    const console_challenge bad{std::vector<std::uint8_t>(n, 1)};
+    EXPECT_THROW(decode_console_challenge(any, encode(any, bad)), wire_error) << n << " bytes";
+  }
+  const auto bytes = encode(any, c);
+  for (size_t cut = 0; cut < bytes.size(); cut += 8)
+    EXPECT_THROW(decode_console_challenge(any, std::span(bytes.data(), cut)), wire_error);
+  const console_reply r{true, "{}"};
+  const auto rb = decode_console_reply(any, encode(any, r));
+  EXPECT_TRUE(rb.ok);
+  EXPECT_EQ(rb.text, "{}");
 }

@@ -1,0 +1,195 @@
+// Node 0's HTTPS console gateway (console_gateway.hpp) and the console's side of it.
+#include "runtime/console_gateway.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "runtime/cli_options.hpp"
+#include "serialization/wire_console.hpp"
+// Last: httplib.h pulls in <resolv.h>, whose `_res` macro breaks Eigen's templates.
+#include <httplib.h>
+
+namespace degnn {
+
+namespace {
+
+constexpr const char* kCapnp = "application/x-capnp";
+constexpr std::size_t kMaxChallenges = 256;
+constexpr auto kChallengeLife = std::chrono::seconds(60);
+
+std::string body_of(const wire::bytes& b) {
+  return std::string(b.begin(), b.end());
+}
+
+std::string refusal(const std::string& why) {
+  return body_of(wire::encode(wire::context{}, wire::console_reply{false, why}));
+}
+
+}  // namespace
+
+struct console_gateway::impl {
+  impl(const tls_files& t)
+      : tls(t), server(t.certificate().c_str(), t.key().c_str(), t.ca().c_str()) {}
+  tls_files tls;
+  httplib::SSLServer server;  ///< refuses a client without a certificate of the CA
+  std::thread thread;
+  int port = 0;
+  std::mutex lock;
+  /// Challenges issued and not answered yet, with when; each is taken once.
+  std::map<std::string, std::chrono::steady_clock::time_point> challenges;
+
+  std::vector<std::uint8_t> issue() {
+    std::lock_guard<std::mutex> g(lock);
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = challenges.begin(); it != challenges.end();)
+      it = now - it->second > kChallengeLife ? challenges.erase(it) : std::next(it);
+    if (challenges.size() >= kMaxChallenges) challenges.erase(challenges.begin());
+    auto c = random_challenge();
+    challenges[std::string(c.begin(), c.end())] = now;
+    return c;
+  }
+  bool take(const std::vector<std::uint8_t>& c) {
+    std::lock_guard<std::mutex> g(lock);
+    const auto it = challenges.find(std::string(c.begin(), c.end()));
+    if (it == challenges.end()) return false;
+    const bool fresh = std::chrono::steady_clock::now() - it->second <= kChallengeLife;
+    challenges.erase(it);
+    return fresh;
+  }
+};
+
+console_gateway::console_gateway(const endpoint& where, const tls_files& tls,
+                                 caf::actor_system& sys, node_actor node, std::string key)
+    : impl_(std::make_unique<impl>(tls)) {
+  auto& s = impl_->server;
+  if (!s.is_valid())
+    throw std::runtime_error("--console: cannot use the TLS files of " + tls.name + " in " +
+                             tls.dir.string());
+  impl* self = impl_.get();
+  s.Post("/challenge", [self](const httplib::Request&, httplib::Response& r) {
+    r.set_content(body_of(wire::encode(wire::context{}, wire::console_challenge{self->issue()})),
+                  kCapnp);
+  });
+  s.Post("/command", [self, &sys, node, key](const httplib::Request& q, httplib::Response& r) {
+    wire::console_request req;
+    try {
+      req = wire::decode_console_request(wire::context{.max_bytes = 64 << 10}, q.body);
+    } catch (const wire::wire_error& e) {
+      r.set_content(refusal(e.what()), kCapnp);
+      return;
+    }
+    // The proof: a challenge this gateway gave (once, recently), signed with a key whose
+    // certificate the CA made out to an operator, and the job token.
+    if (!self->take(req.challenge)) {
+      r.set_content(refusal("the console's proof answers no challenge of this gateway (or an "
+                            "old or used one)"),
+                    kCapnp);
+      return;
+    }
+    std::string name;
+    const std::string why = verify_proof(self->tls, {req.certificate, req.signature, req.token_mac},
+                                         req.challenge, name);
+    if (!why.empty()) {
+      std::fprintf(stderr, "node 0: TLS console refused %s: %s\n", q.remote_addr.c_str(),
+                   why.c_str());
+      r.set_content(refusal("the console's " + why), kCapnp);
+      return;
+    }
+    if (name.rfind("operator-", 0) != 0) {
+      r.set_content(
+          refusal("'" + name + "' is not an operator certificate (degnn certs --operators)"),
+          kCapnp);
+      return;
+    }
+    caf::scoped_actor ask{sys};
+    std::string answer;
+    ask->request(node, std::chrono::seconds(30), console_atom_v, key, name,
+                 std::vector<char>(q.body.begin(), q.body.end()))
+        .receive(
+            [&](std::vector<char>& b) { answer.assign(b.begin(), b.end()); },
+            [&](caf::error& e) { answer = refusal("node 0 did not answer: " + sys.render(e)); });
+    r.set_content(answer, kCapnp);
+  });
+  // Bounded: a slow or idle client does not hold a thread for long.
+  s.set_read_timeout(5, 0);
+  s.set_write_timeout(5, 0);
+  s.set_keep_alive_max_count(100);
+  s.set_payload_max_length(64 << 10);
+  impl_->port = where.port == 0 ? s.bind_to_any_port(where.host)
+                                : (s.bind_to_port(where.host, where.port) ? where.port : -1);
+  if (impl_->port <= 0) throw std::runtime_error("--console: cannot listen on " + where.str());
+  impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
+  // stop() before the loop runs would be lost and the destructor would wait forever.
+  for (int i = 0; i < 500 && !s.is_running(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+}
+
+console_gateway::~console_gateway() {
+  impl_->server.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+std::uint16_t console_gateway::port() const {
+  return static_cast<std::uint16_t>(impl_->port);
+}
+
+std::unique_ptr<console_gateway> node_console_gateway(const option_set& opts, bool node0,
+                                                      const std::optional<tls_files>& tls,
+                                                      caf::actor_system& sys, node_actor node,
+                                                      const std::string& key) {
+  if (!opts.given("console")) return nullptr;
+  if (!tls)
+    throw config_error(
+        "node: --console serves the console of a TLS cluster; without --tls the console attaches "
+        "to node 0's --listen address");
+  if (!node0) {
+    std::fprintf(stderr, "node: --console is served by node 0 only; not serving it here\n");
+    return nullptr;
+  }
+  const endpoint where = parse_endpoint(opts.str("console"), "--console", true);
+  auto gate = std::make_unique<console_gateway>(where, *tls, sys, node, key);
+  std::fprintf(stderr, "node 0: TLS console on %s:%u (certificate %s)\n", where.host.c_str(),
+               gate->port(), tls->name.c_str());
+  return gate;
+}
+
+wire::console_reply ask_console_gateway(const endpoint& where, const std::string& server_name,
+                                        const tls_files& tls, const std::string& command,
+                                        int timeout_s) {
+  // Connected by the server's certificate name, which the name map sends to its address, so the
+  // name on node 0's certificate is checked as well as its chain to the CA.
+  httplib::SSLClient cli(server_name, where.port, tls.certificate().string(), tls.key().string());
+  cli.set_hostname_addr_map({{server_name, where.host}});
+  cli.set_ca_cert_path(tls.ca().string());
+  cli.enable_server_certificate_verification(true);
+  cli.set_connection_timeout(timeout_s, 0);
+  cli.set_read_timeout(timeout_s, 0);
+  cli.set_write_timeout(timeout_s, 0);
+  auto fail = [&](const std::string& what, const httplib::Result& res) -> std::runtime_error {
+    std::string why = httplib::to_string(res.error());
+    if (res.error() == httplib::Error::SSLServerVerification)
+      why += " (is the gateway's certificate made out to " + server_name + "? --server-name)";
+    return std::runtime_error(what + " to the console gateway at " + where.str() +
+                              " failed: " + why);
+  };
+  auto challenge = cli.Post("/challenge", "", kCapnp);
+  if (!challenge) throw fail("the challenge request", challenge);
+  if (challenge->status != 200)
+    throw std::runtime_error("the console gateway answered HTTP " +
+                             std::to_string(challenge->status));
+  const auto c = wire::decode_console_challenge(wire::context{}, challenge->body);
+  join_proof p = prove(tls, c.challenge);
+  const wire::console_request req{command, std::move(p.certificate), std::move(p.signature),
+                                  std::move(p.token_mac), c.challenge};
+  auto reply = cli.Post("/command", body_of(wire::encode(wire::context{}, req)), kCapnp);
+  if (!reply) throw fail("the command", reply);
+  if (reply->status != 200)
+    throw std::runtime_error("the console gateway answered HTTP " + std::to_string(reply->status));
+  return wire::decode_console_reply(wire::context{}, reply->body);
+}
+
+}  // namespace degnn
