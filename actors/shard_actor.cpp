@@ -105,6 +105,7 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
   st.link = link_sender(st.part->part, st.settings.faults, st.settings.fault_counts);
   st.ctx = ctx;
   st.halo = halo_cache(st.part->halo);
+  if (st.settings.shared_parts) st.halo.share_features(*st.settings.shared_parts, *st.book);
   if (st.settings.trace) st.stages.keep_spans();
   st.scratch.assign(static_cast<size_t>(st.book->num_nodes()), -1);
   // Every handler: check the kind, serve; a request that fails validation is refused with an

@@ -16,6 +16,8 @@
 
 namespace degnn {
 
+struct graph_partition;
+
 /// Told of every request an actor refuses, with the actor, the sender and the cause (the runtime
 /// logs it); empty: refusals are only counted.
 using reject_log = std::function<void(const std::string&)>;
@@ -67,6 +69,10 @@ struct worker_settings {
   /// Faults to inject on this process's sends to other nodes (null: none), and their counters.
   std::shared_ptr<const fault_policy> faults;
   std::shared_ptr<fault_counters> fault_counts = std::make_shared<fault_counters>();
+  /// Set when every partition's shard lives in this address space (an in-process cluster): a
+  /// shard's halo cache then reads its halo's feature rows where their owners hold them instead
+  /// of keeping copies. The messages that bring them still travel and are checked and counted.
+  std::shared_ptr<const std::vector<std::shared_ptr<const graph_partition>>> shared_parts;
 
   /// The level the shards' partial sums are at: h^(top) of the neighbours, top = layers - 1.
   int top_level() const { return static_cast<int>(fanouts.size()) - 1; }

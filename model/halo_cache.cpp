@@ -13,13 +13,14 @@ void halo_cache::ensure_levels(std::span<const Eigen::Index> widths, bool sparse
   confirmed_.resize(widths.size());
   const auto n = static_cast<Eigen::Index>(halo_.size());
   for (std::size_t k = 0; k < widths.size(); ++k) {
-    const bool compressed = k == 0 && sparse_features;
+    // Level 0 keeps no dense rows when they are compressed or read where their owners hold them.
+    const bool compressed = k == 0 && (sparse_features || shares_features());
     const Eigen::Index dense_rows = compressed ? 0 : n;
     if (version_[k].size() == halo_.size() && rows_[k].rows() == dense_rows &&
         rows_[k].cols() == widths[k] && (k > 0 || sparse_features_ == sparse_features))
       continue;
     rows_[k] = Matrix::Zero(dense_rows, widths[k]);
-    if (compressed) {
+    if (compressed && !shares_features()) {
       feature_blocks_.clear();
       feature_of_.assign(halo_.size(), sparse_row_ref{});
     }
@@ -83,11 +84,39 @@ std::vector<std::size_t> halo_cache::place(int level, std::span<const node_id> a
   return at;
 }
 
+void halo_cache::share_features(std::vector<std::shared_ptr<const graph_partition>> parts,
+                                const partition_book& book) {
+  shared_rows_.assign(halo_.size(), nullptr);
+  feature_of_.assign(halo_.size(), sparse_row_ref{});
+  feature_blocks_.clear();
+  for (std::size_t i = 0; i < halo_.size(); ++i) {
+    const int owner = book.owner(halo_[i]);
+    if (owner < 0 || static_cast<std::size_t>(owner) >= parts.size() || !parts[owner])
+      throw std::invalid_argument("share_features: halo node " + std::to_string(halo_[i]) +
+                                  "'s partition is not among those shared");
+    const graph_partition& p = *parts[static_cast<std::size_t>(owner)];
+    const node_id l = book.local_id(halo_[i]);
+    if (p.sparse_features)
+      feature_of_[i] = {p.sparse_features.get(), l};
+    else
+      shared_rows_[i] = p.features.row(l).data();
+  }
+  shared_parts_ = std::move(parts);
+}
+
 void halo_cache::store(int level, std::span<const node_id> asked, std::span<const node_id> nodes,
                        std::span<const std::uint64_t> versions, const Matrix& values,
                        std::uint64_t step) {
   if (level == 0 && sparse_features_)
     throw std::invalid_argument("the halo's features are compressed rows (store_features)");
+  if (level == 0 && shares_features() && has_level(0)) {
+    // The rows stay where their owners hold them; the answer only confirms them.
+    if (values.rows() != static_cast<Eigen::Index>(nodes.size()) ||
+        (values.rows() > 0 && values.cols() != rows_[0].cols()))
+      throw std::invalid_argument("history rows of the wrong shape at level 0");
+    place(0, asked, nodes, versions, step);
+    return;
+  }
   if (has_level(level) &&
       (values.rows() != static_cast<Eigen::Index>(nodes.size()) ||
        (values.rows() > 0 && values.cols() != rows_[static_cast<std::size_t>(level)].cols()))) {
@@ -108,6 +137,7 @@ void halo_cache::store_features(std::span<const node_id> asked, std::span<const 
     throw std::invalid_argument("feature rows of the wrong shape");
   const std::vector<std::uint64_t> versions(nodes.size(), 0);
   const auto at = place(0, asked, nodes, versions, step);
+  if (shares_features()) return;  // read where their owners hold them
   for (std::size_t r = 0; r < at.size(); ++r)
     feature_of_[at[r]] = {rows.get(), static_cast<Eigen::Index>(r)};
   if (!at.empty()) feature_blocks_.push_back(std::move(rows));
@@ -118,6 +148,19 @@ std::vector<Matrix> halo_cache::leaf_rows(const local_cg& cg) const {
   for (std::size_t k = 0; k < cg.remote_leaves.size(); ++k) {
     const auto& ids = cg.remote_leaves[k];
     if (ids.empty() || (k == 0 && sparse_features_)) continue;
+    if (k == 0 && shares_features()) {
+      if (!has_level(0)) throw std::invalid_argument("no halo rows at level 0 yet");
+      out[0].resize(static_cast<Eigen::Index>(ids.size()), rows_[0].cols());
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        const std::size_t at = index(ids[i]);
+        if (version_[0][at] == kNoVersion)
+          throw std::invalid_argument("halo node " + std::to_string(ids[i]) +
+                                      " has no feature row yet");
+        out[0].row(static_cast<Eigen::Index>(i)) =
+            Eigen::Map<const RowVector>(shared_rows_[at], rows_[0].cols());
+      }
+      continue;
+    }
     if (!has_level(static_cast<int>(k))) {
       throw std::invalid_argument("no halo rows at level " + std::to_string(k) +
                                   " yet (history not initialised)");
@@ -136,8 +179,9 @@ sparse_rows halo_cache::leaf_features(const local_cg& cg) const {
   const auto& ids = cg.remote_leaves.at(0);
   std::vector<sparse_row_ref> refs(ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {
-    refs[i] = feature_of_[index(ids[i])];
-    if (!refs[i].from)
+    const std::size_t at = index(ids[i]);
+    refs[i] = feature_of_[at];
+    if (!refs[i].from || version_[0][at] == kNoVersion)
       throw std::invalid_argument("halo node " + std::to_string(ids[i]) +
                                   " has no feature row yet");
   }

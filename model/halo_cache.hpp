@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/local_cg.hpp"
+#include "model/partition_book.hpp"
 #include "model/sparse_input.hpp"
 #include "model/tensor.hpp"
 
@@ -27,6 +28,12 @@ class halo_cache {
   /// already has its width keeps what it holds.
   void ensure_levels(std::span<const Eigen::Index> widths, bool sparse_features = false);
   bool sparse_features() const { return sparse_features_; }
+  /// Level 0 reads each halo node's feature row where its owner in `parts` (indexed by partition,
+  /// every halo node's owner among them) holds it, instead of a copy: shards of one process.
+  /// Answers for level 0 are still checked and confirm their rows; their values are not kept.
+  void share_features(std::vector<std::shared_ptr<const graph_partition>> parts,
+                      const partition_book& book);
+  bool shares_features() const { return !shared_parts_.empty(); }
   std::size_t num_levels() const { return rows_.size(); }
   const std::vector<node_id>& halo() const { return halo_; }
 
@@ -74,6 +81,9 @@ class halo_cache {
   bool sparse_features_ = false;
   std::vector<std::shared_ptr<const sparse_rows>> feature_blocks_;  ///< as they came
   std::vector<sparse_row_ref> feature_of_;                          ///< per halo row
+  /// share_features: the owners' partitions, and per halo row its owner's dense row.
+  std::vector<std::shared_ptr<const graph_partition>> shared_parts_;
+  std::vector<const float*> shared_rows_;
 };
 
 }  // namespace degnn

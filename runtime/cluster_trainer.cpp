@@ -338,6 +338,9 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
   check_fault_links(s.faults.get(), book->num_parts());
   const cluster_start start = load_cluster_start(s, rc, ws.run_id, book->num_parts());
   ws.start = start.state;
+  // Every shard is in this process: halo caches read the owners' feature rows instead of copies.
+  ws.shared_parts =
+      std::make_shared<const std::vector<std::shared_ptr<const graph_partition>>>(parts);
 
   caf::actor_system_config cfg;
   // The in-process workers share this machine's cores.

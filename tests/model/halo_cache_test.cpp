@@ -4,7 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <stdexcept>
+
+#include "model/dataset.hpp"
+#include "model/partitioner.hpp"
+#include "model/sparse_input.hpp"
 
 using namespace degnn;
 
@@ -113,4 +118,52 @@ TEST(HaloCache, CompressedFeaturesAreKeptAsTheyCameAndReadInLeafOrder) {
   EXPECT_THROW(c.store_features(asked_a, not_asked,
                                 std::make_shared<const sparse_rows>(to_sparse(second)), 1),
                std::invalid_argument);
+}
+
+// Shards of one process: the halo's feature rows are read where their owners hold them. An
+// answer still confirms its rows (and is checked), but no copy is kept.
+TEST(HaloCache, SharedFeaturesAreReadFromTheOwnersRowsWithoutACopy) {
+  const dataset d =
+      load_dataset(std::filesystem::path(DEGNN_SOURCE_DIR) / "data" / "cora", {.use_cache = false});
+  const partition_book book(partition_graph(d.graph, d.train, 2, partition_method::metis, 1), 2);
+  for (const bool sparse : {false, true}) {
+    std::vector<std::shared_ptr<const graph_partition>> parts;
+    for (int p = 0; p < 2; ++p) {
+      auto part = std::make_shared<graph_partition>(extract_partition(d, book, p));
+      set_feature_layout(*part, sparse);
+      parts.push_back(std::move(part));
+    }
+    const graph_partition& me = *parts[0];
+    ASSERT_FALSE(me.halo.empty());
+    halo_cache c(me.halo);
+    c.share_features(parts, book);
+    const Eigen::Index widths[] = {d.num_features(), 16};
+    c.ensure_levels(widths, sparse);
+    EXPECT_TRUE(c.shares_features());
+    local_cg cg;
+    cg.remote_leaves = {{me.halo.back(), me.halo.front()}, {}};
+    if (sparse)
+      EXPECT_THROW(c.leaf_features(cg), std::invalid_argument) << "no answer confirmed them yet";
+    else
+      EXPECT_THROW(c.leaf_rows(cg), std::invalid_argument) << "no answer confirmed them yet";
+    // The set-up's answer: every halo row, in order (its values are the owners' rows).
+    const std::vector<std::uint64_t> zeros(me.halo.size(), 0);
+    if (sparse) {
+      c.store_features(me.halo, me.halo,
+                       std::make_shared<const sparse_rows>(
+                           gather_rows(to_sparse(d.features), me.halo)),
+                       0);
+    } else {
+      Matrix rows(static_cast<Eigen::Index>(me.halo.size()), d.num_features());
+      for (size_t i = 0; i < me.halo.size(); ++i)
+        rows.row(static_cast<Eigen::Index>(i)) = d.features.row(me.halo[i]);
+      c.store(0, me.halo, me.halo, zeros, rows, 0);
+      EXPECT_THROW(c.store(0, me.halo, me.halo, zeros, rows.leftCols(5), 0), std::invalid_argument)
+          << "a wrong width is refused although no row is kept";
+    }
+    const Matrix got = sparse ? to_dense(c.leaf_features(cg)) : c.leaf_rows(cg)[0];
+    ASSERT_EQ(got.rows(), 2);
+    EXPECT_EQ(got.row(0), d.features.row(me.halo.back()));
+    EXPECT_EQ(got.row(1), d.features.row(me.halo.front()));
+  }
 }
