@@ -31,6 +31,8 @@ struct replica_start {
 
 /// Default cap on one halo or feature message's row payload: far below Cap'n Proto's 512 MiB
 /// limit on one Data field (a 10M-node graph's halo feature rows from one partition were 795 MB).
+/// Compressed feature rows are counted at their dense size (feature_row_bytes), so their
+/// messages stay within twice the cap however the rows' densities differ.
 inline constexpr std::size_t kMaxRowPayloadBytes = std::size_t{32} << 20;
 
 /// How the decentralized history is set up before the first step (DESIGN.md section 2): a

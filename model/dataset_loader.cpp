@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -294,6 +295,13 @@ dataset load_ogb_csv(const fs::path& dir, bool verbose, bool sparse_features) {
             bad = true;
             break;
           }
+          // A NaN or infinite input would poison every layer it reaches.
+          if (!std::isfinite(v)) {
+            err.record(first + i,
+                       "column " + std::to_string(col + 1) + ": not finite: " + quoted(field));
+            bad = true;
+            break;
+          }
           if (out) {
             out[col] = v;
           } else if (v != 0.0f) {
@@ -327,8 +335,12 @@ dataset load_ogb_csv(const fs::path& dir, bool verbose, bool sparse_features) {
     if (sparse_features) {
       if (values.size() > static_cast<size_t>(std::numeric_limits<std::int32_t>::max()))
         throw data_error::at(file.string(), 0, "more than 2^31 non-zero features");
-      d.sparse_features =
-          std::make_shared<const sparse_rows>(sparse_from_parts(width, counts, columns, values));
+      try {
+        d.sparse_features =
+            std::make_shared<const sparse_rows>(sparse_from_parts(width, counts, columns, values));
+      } catch (const std::invalid_argument& e) {
+        throw data_error::at(file.string(), 0, e.what());
+      }
     }
   }
   log(verbose, "  features: %lld x %lld%s\n", static_cast<long long>(n),

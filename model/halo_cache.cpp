@@ -8,6 +8,13 @@
 namespace degnn {
 
 void halo_cache::ensure_levels(std::span<const Eigen::Index> widths, bool sparse_features) {
+  if (shares_features() && !widths.empty()) {
+    for (const auto& p : shared_parts_)
+      if (p &&
+          (p->features.cols() != widths[0] || (p->sparse_features != nullptr) != sparse_features))
+        throw std::invalid_argument("ensure_levels: partition " + std::to_string(p->part) +
+                                    "'s feature rows are not of this cache's width and layout");
+  }
   rows_.resize(widths.size());
   version_.resize(widths.size());
   confirmed_.resize(widths.size());

@@ -444,11 +444,7 @@ void set_feature_layout(graph_partition& p, bool sparse) {
 }
 
 std::size_t feature_row_bytes(const graph_partition& p) {
-  const auto dense = static_cast<std::size_t>(p.features.cols()) * sizeof(float);
-  if (!p.sparse_features || p.sparse_features->rows() == 0) return dense;
-  const auto per_row = static_cast<std::size_t>(p.sparse_features->m.nonZeros()) * 8 /
-                       static_cast<std::size_t>(p.sparse_features->rows());
-  return std::min(dense, per_row + 4);
+  return static_cast<std::size_t>(p.features.cols()) * sizeof(float);
 }
 
 void apply_feature_transform(const std::string& name, graph_partition& p) {

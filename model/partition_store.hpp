@@ -51,8 +51,10 @@ struct graph_partition {
 
 /// Makes p hold its features as compressed rows (sparse) or as dense rows.
 void set_feature_layout(graph_partition& p, bool sparse);
-/// Bytes one of p's feature rows takes in a message, on average (dense: its floats; compressed:
-/// its non-zeros' columns and values), for sizing messages of feature rows.
+/// Bytes a message is sized by per feature row of p: the dense row's, in either layout. The rows
+/// a message carries are other partitions', so this partition's own density says nothing of
+/// them; a compressed row takes at most twice its dense bytes (8 per non-zero against 4 per
+/// entry), so a message of compressed rows stays within twice the cap.
 std::size_t feature_row_bytes(const graph_partition& p);
 /// apply_feature_transform (model/feature_transform.hpp) on p's features, in either layout.
 void apply_feature_transform(const std::string& name, graph_partition& p);

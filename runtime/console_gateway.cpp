@@ -47,7 +47,12 @@ struct console_gateway::impl {
     const auto now = std::chrono::steady_clock::now();
     for (auto it = challenges.begin(); it != challenges.end();)
       it = now - it->second > kChallengeLife ? challenges.erase(it) : std::next(it);
-    if (challenges.size() >= kMaxChallenges) challenges.erase(challenges.begin());
+    if (challenges.size() >= kMaxChallenges) {
+      auto oldest = challenges.begin();
+      for (auto it = challenges.begin(); it != challenges.end(); ++it)
+        if (it->second < oldest->second) oldest = it;
+      challenges.erase(oldest);
+    }
     auto c = random_challenge();
     challenges[std::string(c.begin(), c.end())] = now;
     return c;
@@ -100,6 +105,8 @@ console_gateway::console_gateway(const endpoint& where, const tls_files& tls,
       return;
     }
     if (name.rfind("operator-", 0) != 0) {
+      std::fprintf(stderr, "node 0: TLS console refused %s: '%s' is not an operator\n",
+                   q.remote_addr.c_str(), name.c_str());
       r.set_content(
           refusal("'" + name + "' is not an operator certificate (degnn certs --operators)"),
           kCapnp);

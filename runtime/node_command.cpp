@@ -195,7 +195,6 @@ int run_node(int argc, char** argv) {
       local_key,
       coordinates ? std::optional<console_role>(console_role{board, mode.tls}) : std::nullopt,
       kill_token, allow_faults ? ws.fault_counts : nullptr);
-  const auto console_gate = node_console_gateway(opts, coordinates, mode.tls, sys, node, local_key);
   caf::scoped_actor self{sys};
   // Whatever ends this function, the local actors stop first: the actor system's destructor waits
   // for every actor, so an error that skipped this would hang the process.
@@ -208,6 +207,9 @@ int run_node(int argc, char** argv) {
       stop_worker(self, w);
     self->send_exit(node, caf::exit_reason::user_shutdown);
   }};
+  // After the guard: a bad --console must still stop the node actor. Destroyed before the guard
+  // runs, so no console command reaches a stopping node actor.
+  const auto console_gate = node_console_gateway(opts, coordinates, mode.tls, sys, node, local_key);
   // This node's rank is known: spawn the workers of its partitions and tell the node actor.
   auto serve = [&](const membership& members) {
     const int id = members.rank;

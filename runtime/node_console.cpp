@@ -110,10 +110,13 @@ console_answer cut_from_console(node_pointer self, const std::string& command,
 
 namespace {
 
-std::vector<char> console_reply_bytes(node_pointer self, bool ok, std::string text) {
+// `who` names the operator in the log of a refusal (empty: the sender).
+std::vector<char> console_reply_bytes(node_pointer self, bool ok, std::string text,
+                                      const std::string& who = "") {
   auto& st = self->state;
   if (!ok && st.log)
-    st.log("console: refused " + sender_name(self->current_sender()) + ": " + text);
+    st.log("console: refused " + (who.empty() ? sender_name(self->current_sender()) : who) + ": " +
+           text);
   return wire::encode(wire::context{}, wire::console_reply{ok, std::move(text)});
 }
 
@@ -125,25 +128,25 @@ std::vector<char> run_operator_command(node_pointer self, const std::string& com
   std::istringstream(command) >> first;
   if (first == "kill") {
     const console_answer a = kill_from_console(self, command, who);
-    return console_reply_bytes(self, a.ok, a.text);
+    return console_reply_bytes(self, a.ok, a.text, who);
   }
   if (first == "cut" || first == "heal") {
     const console_answer a = cut_from_console(self, command, who);
-    return console_reply_bytes(self, a.ok, a.text);
+    return console_reply_bytes(self, a.ok, a.text, who);
   }
   // An operator's command must never end the node actor.
   console_answer a;
   try {
     a = answer_console(*st.console->board, command);
   } catch (const std::exception& e) {
-    return console_reply_bytes(self, false, std::string("the command failed: ") + e.what());
+    return console_reply_bytes(self, false, std::string("the command failed: ") + e.what(), who);
   }
   // Every command that changes the run is logged with the view and who gave it.
   if (a.ok && a.changes && st.log) {
     st.log("console: '" + command + "' from " + who + " (view " +
            std::to_string(st.console->board->view_id()) + ")");
   }
-  return console_reply_bytes(self, a.ok, a.text);
+  return console_reply_bytes(self, a.ok, a.text, who);
 }
 
 }  // namespace

@@ -147,6 +147,22 @@ TEST(DatasetLoader, ReportsANonNumericField) {
   EXPECT_NE(e.find("column 2: not a number: 'abc'"), std::string::npos) << e;
 }
 
+TEST(DatasetLoader, ReportsANonFiniteFeatureInEitherLayout) {
+  temp_dir t;
+  write_tiny(t.path);
+  write_gz(t.path / "node-feat.csv.gz", "1,0\n0,inf\n0.5,0\n-1,2\n");
+  const std::string e = load_error(t.path);
+  EXPECT_NE(e.find("node-feat.csv.gz:2:"), std::string::npos) << e;
+  EXPECT_NE(e.find("column 2: not finite: 'inf'"), std::string::npos) << e;
+  write_gz(t.path / "node-feat.csv.gz", "1,0\n0,1\nnan,0\n-1,2\n");
+  try {
+    load_ogb_csv(t.path, false, true);
+    ADD_FAILURE() << "a NaN was taken";
+  } catch (const data_error& err) {
+    EXPECT_NE(std::string(err.what()).find("node-feat.csv.gz:3:"), std::string::npos) << err.what();
+  }
+}
+
 TEST(DatasetLoader, ReportsANodeIdOutOfRange) {
   temp_dir t;
   write_tiny(t.path);
