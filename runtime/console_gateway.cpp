@@ -5,10 +5,11 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
-#include <thread>
 
 #include "runtime/cli_options.hpp"
+#include "runtime/server_thread.hpp"
 #include "serialization/wire_console.hpp"
 // Last: httplib.h pulls in <resolv.h>, whose `_res` macro breaks Eigen's templates.
 #include <httplib.h>
@@ -36,11 +37,11 @@ struct console_gateway::impl {
       : tls(t), server(t.certificate().c_str(), t.key().c_str(), t.ca().c_str()) {}
   tls_files tls;
   httplib::SSLServer server;  ///< refuses a client without a certificate of the CA
-  std::thread thread;
-  int port = 0;
   std::mutex lock;
   /// Challenges issued and not answered yet, with when; each is taken once.
   std::map<std::string, std::chrono::steady_clock::time_point> challenges;
+  /// Last: stopped (and its handlers joined) before anything they use goes.
+  std::optional<server_thread> thread;
 
   std::vector<std::uint8_t> issue() {
     std::lock_guard<std::mutex> g(lock);
@@ -121,27 +122,13 @@ console_gateway::console_gateway(const endpoint& where, const tls_files& tls,
             [&](caf::error& e) { answer = refusal("node 0 did not answer: " + sys.render(e)); });
     r.set_content(answer, kCapnp);
   });
-  // Bounded: a slow or idle client does not hold a thread for long.
-  s.set_read_timeout(5, 0);
-  s.set_write_timeout(5, 0);
-  s.set_keep_alive_max_count(100);
-  s.set_payload_max_length(64 << 10);
-  impl_->port = where.port == 0 ? s.bind_to_any_port(where.host)
-                                : (s.bind_to_port(where.host, where.port) ? where.port : -1);
-  if (impl_->port <= 0) throw std::runtime_error("--console: cannot listen on " + where.str());
-  impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
-  // stop() before the loop runs would be lost and the destructor would wait forever.
-  for (int i = 0; i < 500 && !s.is_running(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  impl_->thread.emplace(s, where, "--console", std::size_t{64} << 10, 100);
 }
 
-console_gateway::~console_gateway() {
-  impl_->server.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
-}
+console_gateway::~console_gateway() = default;
 
 std::uint16_t console_gateway::port() const {
-  return static_cast<std::uint16_t>(impl_->port);
+  return impl_->thread->port();
 }
 
 std::unique_ptr<console_gateway> node_console_gateway(const option_set& opts, bool node0,

@@ -3,10 +3,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
-#include <thread>
 
 #include "runtime/cli_options.hpp"
+#include "runtime/server_thread.hpp"
 #include "runtime/status_board.hpp"
 
 // Last: httplib.h pulls in <resolv.h>, whose `_res` macro breaks Eigen's templates.
@@ -16,8 +17,7 @@ namespace degnn {
 
 struct http_endpoint::impl {
   httplib::Server server;
-  std::thread thread;
-  int port = 0;
+  std::optional<server_thread> thread;  ///< after the server: stopped before it goes
 };
 
 http_endpoint::http_endpoint(const endpoint& where, const status_board& board)
@@ -29,27 +29,13 @@ http_endpoint::http_endpoint(const endpoint& where, const status_board& board)
   s.Get("/metrics", [&board](const httplib::Request&, httplib::Response& r) {
     r.set_content(board.prometheus(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  // Bounded: a slow or idle client does not hold a thread for long.
-  s.set_read_timeout(5, 0);
-  s.set_write_timeout(5, 0);
-  s.set_keep_alive_max_count(10);
-  s.set_payload_max_length(1 << 16);
-  impl_->port = where.port == 0 ? s.bind_to_any_port(where.host)
-                                : (s.bind_to_port(where.host, where.port) ? where.port : -1);
-  if (impl_->port <= 0) throw std::runtime_error("--http: cannot listen on " + where.str());
-  impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
-  // stop() before the loop runs would be lost and the destructor would wait forever.
-  for (int i = 0; i < 500 && !s.is_running(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  impl_->thread.emplace(s, where, "--http", std::size_t{1} << 16, 10);
 }
 
-http_endpoint::~http_endpoint() {
-  impl_->server.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
-}
+http_endpoint::~http_endpoint() = default;
 
 std::uint16_t http_endpoint::port() const {
-  return static_cast<std::uint16_t>(impl_->port);
+  return impl_->thread->port();
 }
 
 std::unique_ptr<http_endpoint> node_http_endpoint(const option_set& opts, bool node0,

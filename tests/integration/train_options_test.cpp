@@ -27,6 +27,15 @@ outcome run_degnn(const temp_dir& dir, std::vector<std::string> args) {
 
 const std::string cora = (fs::path(DEGNN_SOURCE_DIR) / "data/cora").string();
 
+// The loss of each epoch line of a run's output.
+std::vector<double> epoch_losses(const std::string& out) {
+  std::vector<double> losses;
+  static const std::regex line(R"(epoch +\d+ +loss ([0-9.]+))");
+  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it)
+    losses.push_back(std::stod((*it)[1]));
+  return losses;
+}
+
 }  // namespace
 
 TEST(TrainOptions, AnOptionTheRunWouldIgnoreIsAnErrorNamingIt) {
@@ -83,11 +92,7 @@ TEST(TrainOptions, SparseFeaturesTrainAsDenseOnes) {
     EXPECT_EQ(sparse,
               r.out.find("features as compressed rows: 1.27% of 2708 x 1433") != std::string::npos)
         << r.out;
-    std::vector<double> out;
-    static const std::regex line(R"(epoch +\d+ +loss ([0-9.]+))");
-    for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it)
-      out.push_back(std::stod((*it)[1]));
-    return out;
+    return epoch_losses(r.out);
   };
   const auto dense = losses(false), sparse = losses(true);
   ASSERT_EQ(dense.size(), 3u);
@@ -125,11 +130,7 @@ TEST(TrainOptions, ACompressedPartitionSetTrainsInEitherLayout) {
     if (sparse) args.push_back("--sparse-features");
     const outcome r = run_degnn(dir, args);
     EXPECT_EQ(r.rc, 0) << r.out;
-    std::vector<double> out;
-    static const std::regex line(R"(epoch +\d+ +loss ([0-9.]+))");
-    for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it)
-      out.push_back(std::stod((*it)[1]));
-    return out;
+    return epoch_losses(r.out);
   };
   const auto dense = losses(false), sparse = losses(true);
   ASSERT_EQ(dense.size(), 2u);
