@@ -101,8 +101,8 @@ TEST(TrainOptions, SparseFeaturesTrainAsDenseOnes) {
     EXPECT_NEAR(sparse[i], dense[i], 1e-3 * dense[i]) << "epoch " << i + 1;
 }
 
-// A set cut with compressed rows: a cluster reads it in either layout, and both train the same
-// model (the same epoch losses up to float rounding).
+// A set cut with compressed rows: a cluster reads it in either layout, in one process or in node
+// processes, and both train the same model (the same epoch losses up to float rounding).
 TEST(TrainOptions, ACompressedPartitionSetTrainsInEitherLayout) {
   temp_dir dir("train-sparse-set");
   const auto parts = (dir.path / "cora-2").string();
@@ -112,31 +112,29 @@ TEST(TrainOptions, ACompressedPartitionSetTrainsInEitherLayout) {
   ASSERT_EQ(cut.rc, 0) << cut.out;
   const outcome info = run_degnn(dir, {"info", "--data", parts});
   EXPECT_NE(info.out.find("feature rows stored compressed"), std::string::npos) << info.out;
-  auto losses = [&](bool sparse) {
-    std::vector<std::string> args = {"train",
-                                     "--partitions",
-                                     parts,
-                                     "--pipeline",
-                                     "decentralized",
-                                     "--layers",
-                                     "3",
-                                     "--fanouts",
-                                     "5,5,5",
-                                     "--epochs",
-                                     "2",
-                                     "--batch-size",
-                                     "16",
+  // In one process, and in two node processes (degnn launch: each node reads its part's file).
+  auto losses = [&](bool sparse, bool processes) {
+    std::vector<std::string> args = {"--partitions", parts, "--pipeline",   "decentralized",
+                                     "--layers",     "3",   "--fanouts",    "5,5,5",
+                                     "--epochs",     "2",   "--batch-size", "16",
                                      "--no-progress"};
+    const std::vector<std::string> how = processes
+                                             ? std::vector<std::string>{"launch", "--local", "2"}
+                                             : std::vector<std::string>{"train"};
+    args.insert(args.begin(), how.begin(), how.end());
     if (sparse) args.push_back("--sparse-features");
     const outcome r = run_degnn(dir, args);
     EXPECT_EQ(r.rc, 0) << r.out;
     return epoch_losses(r.out);
   };
-  const auto dense = losses(false), sparse = losses(true);
-  ASSERT_EQ(dense.size(), 2u);
-  ASSERT_EQ(sparse.size(), 2u);
-  for (size_t i = 0; i < dense.size(); ++i)
-    EXPECT_NEAR(sparse[i], dense[i], 1e-3 * dense[i]) << "epoch " << i + 1;
+  for (const bool processes : {false, true}) {
+    const auto dense = losses(false, processes), sparse = losses(true, processes);
+    ASSERT_EQ(dense.size(), 2u) << (processes ? "launch" : "train");
+    ASSERT_EQ(sparse.size(), 2u) << (processes ? "launch" : "train");
+    for (size_t i = 0; i < dense.size(); ++i)
+      EXPECT_NEAR(sparse[i], dense[i], 1e-3 * dense[i])
+          << (processes ? "launch" : "train") << ", epoch " << i + 1;
+  }
 }
 
 TEST(TrainOptions, APartitionSetNamesItsDatasetFolder) {
