@@ -24,10 +24,11 @@ inline void add(float* __restrict o, const float* __restrict x, Eigen::Index f) 
 }
 
 // Forward skeleton. edge_w: per-edge weights or nullptr (weight 1); row_scale: per-dst factor
-// applied after the sum or nullptr; self_w: per-dst weight of src row i or nullptr.
+// applied after the sum or nullptr; self_w: per-dst weight of src row i or nullptr; row_of:
+// src row u is h_src's row row_of[u] (or u when nullptr).
 void gather_rows(const block& b, const Matrix& h_src, Matrix& out, const float* edge_w,
-                 const float* row_scale, const float* self_w) {
-  assert(h_src.rows() == b.num_src());
+                 const float* row_scale, const float* self_w, const node_id* row_of = nullptr) {
+  assert(row_of || h_src.rows() == b.num_src());
   const Eigen::Index f = h_src.cols();
   const std::int32_t n = b.num_dst();
   out.resize(n, f);
@@ -37,12 +38,15 @@ void gather_rows(const block& b, const Matrix& h_src, Matrix& out, const float* 
     float* o = out.data() + static_cast<Eigen::Index>(i) * f;
     std::fill(o, o + f, 0.0f);
     const std::int32_t begin = b.indptr[i], end = b.indptr[i + 1];
+    auto row = [&](std::int32_t u) {
+      return h + static_cast<Eigen::Index>(row_of ? row_of[u] : u) * f;
+    };
     if (edge_w) {
       for (std::int32_t e = begin; e < end; ++e)
-        axpy(o, h + static_cast<Eigen::Index>(b.indices[e]) * f, edge_w[e], f);
+        axpy(o, row(b.indices[e]), edge_w[e], f);
     } else {
       for (std::int32_t e = begin; e < end; ++e)
-        add(o, h + static_cast<Eigen::Index>(b.indices[e]) * f, f);
+        add(o, row(b.indices[e]), f);
     }
     if (row_scale) {
       const float s = row_scale[i];
@@ -50,7 +54,7 @@ void gather_rows(const block& b, const Matrix& h_src, Matrix& out, const float* 
       for (Eigen::Index k = 0; k < f; ++k)
         o[k] *= s;
     }
-    if (self_w) axpy(o, h + static_cast<Eigen::Index>(i) * f, self_w[i], f);
+    if (self_w) axpy(o, row(i), self_w[i], f);
   }
 }
 
@@ -152,9 +156,10 @@ void sum_aggregate_backward(const block& b, const block_transpose& t, const Matr
   scatter_rows(b, t, grad_out, grad_src, nullptr, nullptr, nullptr, accumulate);
 }
 
-void mean_aggregate(const block& b, const Matrix& h_src, Matrix& out) {
+void mean_aggregate(const block& b, const Matrix& h_src, Matrix& out,
+                    std::span<const node_id> row_of) {
   const std::vector<float> s = inverse_counts(b);
-  gather_rows(b, h_src, out, nullptr, s.data(), nullptr);
+  gather_rows(b, h_src, out, nullptr, s.data(), nullptr, row_of.empty() ? nullptr : row_of.data());
 }
 
 void mean_aggregate_backward(const block& b, const block_transpose& t, const Matrix& grad_out,
@@ -170,10 +175,12 @@ void divide_rows_by_count(Matrix& m, std::span<const float> counts) {
     m.row(i) *= counts[i] > 0 ? 1.0f / counts[i] : 0.0f;
 }
 
-void weighted_aggregate(const block& b, const edge_weights& w, const Matrix& h_src, Matrix& out) {
+void weighted_aggregate(const block& b, const edge_weights& w, const Matrix& h_src, Matrix& out,
+                        std::span<const node_id> row_of) {
   assert(w.edge.size() == b.indices.size());
   gather_rows(b, h_src, out, w.edge.data(), nullptr,
-              w.self_term.empty() ? nullptr : w.self_term.data());
+              w.self_term.empty() ? nullptr : w.self_term.data(),
+              row_of.empty() ? nullptr : row_of.data());
 }
 
 void weighted_aggregate_backward(const block& b, const block_transpose& t, const edge_weights& w,

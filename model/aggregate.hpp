@@ -50,8 +50,10 @@ void sum_aggregate_backward(const block& b, const block_transpose& t, const Matr
                             Matrix& grad_src, bool accumulate = true);
 
 /// out (num_dst, F) = mean over the sampled neighbours of dst i of h_src.row(u); a dst row with
-/// no neighbour gets a zero row. h_src is (num_src, F).
-void mean_aggregate(const block& b, const Matrix& h_src, Matrix& out);
+/// no neighbour gets a zero row. h_src is (num_src, F), or with row_of a table whose row
+/// row_of[u] is src row u (the first layer reading the feature matrix by node id, ungathered).
+void mean_aggregate(const block& b, const Matrix& h_src, Matrix& out,
+                    std::span<const node_id> row_of = {});
 /// grad_src (num_src, F) += backward of mean_aggregate for grad_out (num_dst, F).
 void mean_aggregate_backward(const block& b, const block_transpose& t, const Matrix& grad_out,
                              Matrix& grad_src, bool accumulate = true);
@@ -60,8 +62,10 @@ void mean_aggregate_backward(const block& b, const block_transpose& t, const Mat
 /// of partial sums.
 void divide_rows_by_count(Matrix& m, std::span<const float> counts);
 
-/// out (num_dst, F) = self_term[i] h_src.row(i) + sum_e edge[e] h_src.row(indices[e]).
-void weighted_aggregate(const block& b, const edge_weights& w, const Matrix& h_src, Matrix& out);
+/// out (num_dst, F) = self_term[i] h_src.row(i) + sum_e edge[e] h_src.row(indices[e]); row_of as
+/// in mean_aggregate.
+void weighted_aggregate(const block& b, const edge_weights& w, const Matrix& h_src, Matrix& out,
+                        std::span<const node_id> row_of = {});
 /// grad_src (num_src, F) += backward of weighted_aggregate for grad_out (num_dst, F).
 void weighted_aggregate_backward(const block& b, const block_transpose& t, const edge_weights& w,
                                  const Matrix& grad_out, Matrix& grad_src, bool accumulate = true);

@@ -13,14 +13,14 @@ namespace degnn {
 
 prepared_batch prepare_batch(neighbor_sampler& sampler, const dataset& d,
                              std::span<const node_id> seeds, std::span<const int> fanouts,
-                             std::uint64_t seed, std::uint64_t step) {
+                             std::uint64_t seed, std::uint64_t step, bool gather_dense) {
   const auto began = std::chrono::steady_clock::now();
   prepared_batch p;
   p.batch = sampler.sample(seeds, fanouts, seed, step);
   const auto& inputs = p.batch.inputs();
   if (d.sparse_features) {
     p.xs = gather_rows(*d.sparse_features, inputs);
-  } else {
+  } else if (gather_dense) {
     const auto n = static_cast<std::int64_t>(inputs.size());
     p.x.resize(n, d.features.cols());
     // Random reads of whole rows: threads overlap their memory latency.
@@ -36,8 +36,13 @@ prepared_batch prepare_batch(neighbor_sampler& sampler, const dataset& d,
 }
 
 batch_prefetcher::batch_prefetcher(const dataset& d, std::vector<int> fanouts, std::uint64_t seed,
-                                   std::vector<job> jobs, std::size_t depth)
-    : d_(d), fanouts_(std::move(fanouts)), seed_(seed), jobs_(std::move(jobs)), depth_(depth) {
+                                   std::vector<job> jobs, std::size_t depth, bool gather_dense)
+    : d_(d),
+      fanouts_(std::move(fanouts)),
+      seed_(seed),
+      jobs_(std::move(jobs)),
+      depth_(depth),
+      gather_dense_(gather_dense) {
   if (depth_ == 0)
     sampler_ = std::make_unique<neighbor_sampler>(d_.graph);
   else
@@ -64,7 +69,8 @@ void batch_prefetcher::run() {
         changed_.wait(lock, [&] { return stop_ || ready_.size() < depth_; });
         if (stop_) return;
       }
-      prepared_batch p = prepare_batch(sampler, d_, j.seeds, fanouts_, seed_, j.step);
+      prepared_batch p =
+          prepare_batch(sampler, d_, j.seeds, fanouts_, seed_, j.step, gather_dense_);
       {
         std::lock_guard lock(mutex_);
         ready_.push_back(std::move(p));
@@ -82,7 +88,7 @@ prepared_batch batch_prefetcher::next() {
   if (taken_ >= jobs_.size()) throw std::out_of_range("batch_prefetcher: no job left");
   if (depth_ == 0) {
     const job& j = jobs_[taken_++];
-    return prepare_batch(*sampler_, d_, j.seeds, fanouts_, seed_, j.step);
+    return prepare_batch(*sampler_, d_, j.seeds, fanouts_, seed_, j.step, gather_dense_);
   }
   std::unique_lock lock(mutex_);
   // An error ends the queue: batches prepared before it are still handed out in order.

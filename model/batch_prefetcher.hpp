@@ -22,7 +22,7 @@ namespace degnn {
 
 struct prepared_batch {
   sampled_batch batch;
-  Matrix x;        ///< input features, one row per batch.inputs() entry (dense features)
+  Matrix x;  ///< input features, one row per batch.inputs() entry (dense features, if gathered)
   sparse_rows xs;  ///< the same rows when the dataset's features are sparse (x is then empty)
   std::vector<std::int32_t> labels;  ///< one per seed
   double prepare_s = 0;              ///< time the background thread spent on it
@@ -32,9 +32,11 @@ class neighbor_sampler;
 
 /// One batch prepared in the calling thread: sampled with (seed, step), its input features
 /// gathered and its labels looked up. What the prefetcher does in the background.
+/// gather_dense false: dense features are not gathered (the model reads them in place through a
+/// feature_table); compressed ones always are.
 prepared_batch prepare_batch(neighbor_sampler& sampler, const dataset& d,
                              std::span<const node_id> seeds, std::span<const int> fanouts,
-                             std::uint64_t seed, std::uint64_t step);
+                             std::uint64_t seed, std::uint64_t step, bool gather_dense = true);
 
 class batch_prefetcher {
  public:
@@ -46,7 +48,7 @@ class batch_prefetcher {
   /// Starts preparing `jobs` in order, at most `depth` ahead of next(); depth 0: no thread, next()
   /// prepares each batch itself (the same batches). d must outlive this.
   batch_prefetcher(const dataset& d, std::vector<int> fanouts, std::uint64_t seed,
-                   std::vector<job> jobs, std::size_t depth = 1);
+                   std::vector<job> jobs, std::size_t depth = 1, bool gather_dense = true);
   ~batch_prefetcher();  ///< stops the thread (a batch being sampled is finished first)
   batch_prefetcher(const batch_prefetcher&) = delete;
   batch_prefetcher& operator=(const batch_prefetcher&) = delete;
@@ -63,6 +65,7 @@ class batch_prefetcher {
   std::uint64_t seed_;
   std::vector<job> jobs_;
   std::size_t depth_;
+  bool gather_dense_;
   std::size_t taken_ = 0;                      ///< jobs handed out by next()
   std::unique_ptr<neighbor_sampler> sampler_;  ///< depth 0: next()'s own
 

@@ -32,16 +32,22 @@ std::uint64_t layer_dropout_seed(std::uint64_t dropout_seed, std::int32_t layer)
 
 Matrix gnn_model::forward(const sampled_batch& batch, const Matrix& input, bool training,
                           std::uint64_t dropout_seed) {
-  return run(batch, &input, nullptr, training, dropout_seed);
+  return run(batch, &input, nullptr, false, training, dropout_seed);
+}
+
+Matrix gnn_model::forward(const sampled_batch& batch, const feature_table& input, bool training,
+                          std::uint64_t dropout_seed) {
+  if (!input.rows) throw std::invalid_argument("gnn_model::forward: an empty feature table");
+  return run(batch, input.rows, nullptr, true, training, dropout_seed);
 }
 
 Matrix gnn_model::forward(const sampled_batch& batch, const sparse_rows& input, bool training,
                           std::uint64_t dropout_seed) {
-  return run(batch, nullptr, &input, training, dropout_seed);
+  return run(batch, nullptr, &input, false, training, dropout_seed);
 }
 
 Matrix gnn_model::run(const sampled_batch& batch, const Matrix* dense, const sparse_rows* sparse,
-                      bool training, std::uint64_t dropout_seed) {
+                      bool table, bool training, std::uint64_t dropout_seed) {
   const std::int32_t n = num_layers();
   if (static_cast<std::int32_t>(batch.blocks.size()) != n)
     throw std::invalid_argument("gnn_model::forward: batch has " +
@@ -49,13 +55,15 @@ Matrix gnn_model::run(const sampled_batch& batch, const Matrix* dense, const spa
                                 std::to_string(n) + " layers");
   const Eigen::Index rows = dense ? dense->rows() : sparse->rows();
   const Eigen::Index cols = dense ? dense->cols() : sparse->cols();
-  if (rows != batch.blocks[0].num_src() || cols != config_.in_dim)
+  // A table's rows are checked against the block's ids by the first layer.
+  if ((!table && rows != batch.blocks[0].num_src()) || cols != config_.in_dim)
     throw std::invalid_argument("gnn_model::forward: input is not (num inputs, in_dim)");
   for (std::int32_t l = 0; l + 1 < n; ++l)
     if (batch.blocks[l].num_dst() != batch.blocks[l + 1].num_src())
       throw std::invalid_argument("gnn_model::forward: block " + std::to_string(l) +
                                   " dst count differs from the next block's src count");
   batch_ = training ? &batch : nullptr;
+  table_input_ = table;
   sparse_cache_.reset();
   if (sparse && training) sparse_cache_ = std::make_shared<sparse_layer_cache>();
   hidden_.resize(n - 1);
@@ -66,6 +74,8 @@ Matrix gnn_model::run(const sampled_batch& batch, const Matrix* dense, const spa
     Matrix& out = l + 1 == n ? logits : hidden_[l];  // (num_dst of block l, out_dim)
     if (l == 0 && sparse)
       sparse_layer_forward(*layers_[0], batch.blocks[0], *sparse, out, sparse_cache_.get());
+    else if (l == 0 && table)
+      layers_[0]->forward_from_table(batch.blocks[0], *dense, out, training);
     else
       layers_[l]->forward(batch.blocks[l], l == 0 ? *dense : (training ? hidden_[l - 1] : scratch),
                           out, training);
@@ -92,8 +102,9 @@ void gnn_model::backward(const Matrix& grad_logits, Matrix* grad_input) {
   const std::int32_t n = num_layers();
   Matrix grad = grad_logits;  // (num_dst of block l, out_dim of layer l)
   Matrix grad_src;
-  if (sparse_cache_ && grad_input)
-    throw std::logic_error("gnn_model::backward: no input gradient for sparse input rows");
+  if ((sparse_cache_ || table_input_) && grad_input)
+    throw std::logic_error(
+        "gnn_model::backward: no input gradient for sparse input rows or a feature table");
   for (std::int32_t l = n - 1; l >= 0; --l) {
     const bool need_src = l > 0 || grad_input != nullptr;
     if (l == 0 && sparse_cache_) {

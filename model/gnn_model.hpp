@@ -16,6 +16,11 @@ namespace degnn {
 struct sparse_rows;
 struct sparse_layer_cache;
 
+/// A model's input given as the whole feature matrix, a row per node id (gnn_model::forward).
+struct feature_table {
+  const Matrix* rows = nullptr;
+};
+
 enum class model_kind : std::int32_t { sage = 0, gcn = 1 };
 
 struct model_config {
@@ -44,6 +49,12 @@ class gnn_model {
   /// compressed rows. A backward of such a forward asked for grad_input throws std::logic_error
   /// (features are constants).
   Matrix forward(const sampled_batch& batch, const sparse_rows& input, bool training,
+                 std::uint64_t dropout_seed);
+
+  /// forward() with the whole feature matrix as input (a row per node id, feature_table): the
+  /// first layer reads the rows its block's source nodes name in place, so no batch of input
+  /// rows is gathered. The same logits, bit for bit; no input gradient.
+  Matrix forward(const sampled_batch& batch, const feature_table& input, bool training,
                  std::uint64_t dropout_seed);
 
   /// Back-propagates grad_logits (num seeds, num_classes) of the last training forward and adds
@@ -76,7 +87,10 @@ class gnn_model {
   /// The first layer's cache of a training forward on sparse input (null after a dense one).
   std::shared_ptr<sparse_layer_cache> sparse_cache_;
 
-  Matrix run(const sampled_batch& batch, const Matrix* dense, const sparse_rows* sparse,
+  /// The last training forward read a feature_table (no input gradient then).
+  bool table_input_ = false;
+
+  Matrix run(const sampled_batch& batch, const Matrix* dense, const sparse_rows* sparse, bool table,
              bool training, std::uint64_t dropout_seed);
 };
 

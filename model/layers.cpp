@@ -159,24 +159,50 @@ void sage_layer::init(std::uint64_t seed) {
   bias.setZero();
 }
 
-void sage_layer::apply(const block& b, const Matrix& h_src, Matrix& out, layer_cache* cache) const {
-  if (h_src.rows() != b.num_src() || h_src.cols() != in_dim_)
-    throw std::invalid_argument("sage_layer: input is not (num_src, in_dim)");
+void gnn_layer::check_input(const block& b, const Matrix& h_src, std::span<const node_id> row_of,
+                            const char* who) const {
+  if (h_src.cols() != in_dim_)
+    throw std::invalid_argument(std::string(who) + ": input is not in_dim wide");
+  if (row_of.empty()) {
+    if (h_src.rows() != b.num_src())
+      throw std::invalid_argument(std::string(who) + ": input is not (num_src, in_dim)");
+    return;
+  }
+  if (static_cast<std::int64_t>(row_of.size()) != b.num_src())
+    throw std::invalid_argument(std::string(who) + ": not one table row per source");
+  for (node_id r : row_of)
+    if (r < 0 || r >= h_src.rows())
+      throw std::invalid_argument(std::string(who) + ": source row " + std::to_string(r) +
+                                  " outside the table");
+}
+
+void sage_layer::apply_rows(const block& b, const Matrix& h_src, std::span<const node_id> row_of,
+                            Matrix& out, layer_cache* cache) const {
+  check_input(b, h_src, row_of, "sage_layer");
   const std::int32_t nd = b.num_dst();
   Matrix local_agg;
   Matrix& agg = cache ? cache->agg : local_agg;
   if (b.edge_weight.empty()) {
-    mean_aggregate(b, h_src, agg);  // (nd, in)
+    mean_aggregate(b, h_src, agg, row_of);  // (nd, in)
   } else {
     if (b.edge_weight.size() != static_cast<size_t>(b.num_edges()))
       throw std::invalid_argument("sage_layer: edge weights do not match the block's edges");
-    weighted_aggregate(b, edge_weights{.edge = b.edge_weight, .self_term = {}}, h_src, agg);
+    weighted_aggregate(b, edge_weights{.edge = b.edge_weight, .self_term = {}}, h_src, agg, row_of);
   }
   // out (nd, out) = h_dst W_self + agg W_neigh + b; dst rows are the first nd source rows.
-  out.noalias() = h_src.topRows(nd) * w_self;
+  if (row_of.empty()) {
+    out.noalias() = h_src.topRows(nd) * w_self;
+    if (cache) cache->h_dst = h_src.topRows(nd);
+  } else {
+    Matrix local_dst;
+    Matrix& h_dst = cache ? cache->h_dst : local_dst;
+    h_dst.resize(nd, in_dim_);
+    for (std::int32_t i = 0; i < nd; ++i)
+      h_dst.row(i) = h_src.row(row_of[static_cast<size_t>(i)]);
+    out.noalias() = h_dst * w_self;
+  }
   out.noalias() += agg * w_neigh;
   out.rowwise() += bias.row(0);
-  if (cache) cache->h_dst = h_src.topRows(nd);
 }
 
 void sage_layer::backward(const block& b, const layer_cache& cache, const Matrix& grad_out,
@@ -214,16 +240,16 @@ void gcn_layer::init(std::uint64_t seed) {
   bias.setZero();
 }
 
-void gcn_layer::apply(const block& b, const Matrix& h_src, Matrix& out, layer_cache* cache) const {
-  if (h_src.rows() != b.num_src() || h_src.cols() != in_dim_)
-    throw std::invalid_argument("gcn_layer: input is not (num_src, in_dim)");
+void gcn_layer::apply_rows(const block& b, const Matrix& h_src, std::span<const node_id> row_of,
+                           Matrix& out, layer_cache* cache) const {
+  check_input(b, h_src, row_of, "gcn_layer");
   edge_weights local_w;
   Matrix local_agg;
   edge_weights& w = cache ? cache->weights : local_w;
   Matrix& agg = cache ? cache->agg : local_agg;
   w = gcn_normalization(b);
-  weighted_aggregate(b, w, h_src, agg);    // (nd, in)
-  dense_forward(agg, weight, &bias, out);  // (nd, out)
+  weighted_aggregate(b, w, h_src, agg, row_of);  // (nd, in)
+  dense_forward(agg, weight, &bias, out);        // (nd, out)
 }
 
 void gcn_layer::backward(const block& b, const layer_cache& cache, const Matrix& grad_out,

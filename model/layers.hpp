@@ -67,11 +67,23 @@ class gnn_layer {
 
   /// h_src (num_src, in) -> out (num_dst, out), num_src/num_dst of block b. Fills *cache with
   /// what backward needs when cache != nullptr. Const: inference shares one model.
-  virtual void apply(const block& b, const Matrix& h_src, Matrix& out,
-                     layer_cache* cache) const = 0;
+  void apply(const block& b, const Matrix& h_src, Matrix& out, layer_cache* cache) const {
+    apply_rows(b, h_src, {}, out, cache);
+  }
+  /// apply() on the rows of `table` that the block's source nodes name (a row per node id): the
+  /// first layer reads the feature matrix in place instead of a gathered copy of its rows. The
+  /// same result, bit for bit.
+  void apply_from_table(const block& b, const Matrix& table, Matrix& out,
+                        layer_cache* cache) const {
+    apply_rows(b, table, b.src_nodes, out, cache);
+  }
   /// apply() that keeps the cache in the layer when keep_cache (training).
   void forward(const block& b, const Matrix& h_src, Matrix& out, bool keep_cache) {
     apply(b, h_src, out, keep_cache ? &cache_ : nullptr);
+  }
+  /// apply_from_table() that keeps the cache in the layer when keep_cache.
+  void forward_from_table(const block& b, const Matrix& table, Matrix& out, bool keep_cache) {
+    apply_from_table(b, table, out, keep_cache ? &cache_ : nullptr);
   }
   /// grad_out (num_dst, out): accumulates into gradients(); when grad_src != nullptr also sets
   /// it to d loss / d h_src, (num_src, in). Needs a forward with keep_cache on the same block.
@@ -92,6 +104,13 @@ class gnn_layer {
   std::int32_t out_dim() const { return out_dim_; }
 
  protected:
+  /// apply(): row_of empty, h_src is (num_src, in); else src row u is h_src.row(row_of[u]).
+  virtual void apply_rows(const block& b, const Matrix& h_src, std::span<const node_id> row_of,
+                          Matrix& out, layer_cache* cache) const = 0;
+  /// Throws std::invalid_argument unless h_src (with row_of) holds every src row at width in.
+  void check_input(const block& b, const Matrix& h_src, std::span<const node_id> row_of,
+                   const char* who) const;
+
   std::int32_t in_dim_, out_dim_;
   layer_cache cache_;
 };
@@ -102,7 +121,8 @@ class gnn_layer {
 class sage_layer final : public gnn_layer {
  public:
   sage_layer(std::int32_t in_dim, std::int32_t out_dim);
-  void apply(const block& b, const Matrix& h_src, Matrix& out, layer_cache* cache) const override;
+  void apply_rows(const block& b, const Matrix& h_src, std::span<const node_id> row_of, Matrix& out,
+                  layer_cache* cache) const override;
   using gnn_layer::backward;
   void backward(const block& b, const layer_cache& cache, const Matrix& grad_out,
                 Matrix* grad_src) override;
@@ -120,7 +140,8 @@ class sage_layer final : public gnn_layer {
 class gcn_layer final : public gnn_layer {
  public:
   gcn_layer(std::int32_t in_dim, std::int32_t out_dim);
-  void apply(const block& b, const Matrix& h_src, Matrix& out, layer_cache* cache) const override;
+  void apply_rows(const block& b, const Matrix& h_src, std::span<const node_id> row_of, Matrix& out,
+                  layer_cache* cache) const override;
   using gnn_layer::backward;
   void backward(const block& b, const layer_cache& cache, const Matrix& grad_out,
                 Matrix* grad_src) override;

@@ -72,6 +72,12 @@ step_stats model_replica::train_step(const sampled_batch& batch, const Matrix& i
   return train_batch(model_, grad_logits_, batch, inputs, labels, dropout_seed);
 }
 
+step_stats model_replica::train_step(const sampled_batch& batch, const feature_table& inputs,
+                                     std::span<const std::int32_t> labels,
+                                     std::uint64_t dropout_seed) {
+  return train_batch(model_, grad_logits_, batch, inputs, labels, dropout_seed);
+}
+
 step_stats model_replica::train_step(const sampled_batch& batch, const sparse_rows& inputs,
                                      std::span<const std::int32_t> labels,
                                      std::uint64_t dropout_seed) {

@@ -52,6 +52,9 @@ class model_replica {
   /// over the seeds) in the replica.
   step_stats train_step(const sampled_batch& batch, const Matrix& inputs,
                         std::span<const std::int32_t> labels, std::uint64_t dropout_seed);
+  /// train_step with the whole feature matrix as input (feature_table: no gathered rows).
+  step_stats train_step(const sampled_batch& batch, const feature_table& inputs,
+                        std::span<const std::int32_t> labels, std::uint64_t dropout_seed);
   /// train_step on sparse input rows (model/sparse_input.hpp).
   step_stats train_step(const sampled_batch& batch, const sparse_rows& inputs,
                         std::span<const std::int32_t> labels, std::uint64_t dropout_seed);

@@ -177,7 +177,7 @@ int bench_train(int argc, char** argv) {
     const std::uint64_t first_step = static_cast<std::uint64_t>(epoch) * batches.size();
     auto train = [&](model_replica& replica, const prepared_batch& p, std::uint64_t step,
                      bool count) {
-      replica.train_step(p.batch, p.x, p.labels, step);
+      replica.train_step(p.batch, feature_table{&d.features}, p.labels, step);
       replica.apply_own_gradient();
       if (!count) return;
       // Dense work of a SAGE layer: two (num_dst x in) * (in x out) products forward, and twice
@@ -195,7 +195,8 @@ int bench_train(int argc, char** argv) {
       stopwatch epoch_clock;
       for (size_t i = 0; i < batches.size(); ++i) {
         stopwatch clock;
-        const prepared_batch p = prepare_batch(sampler, d, batches[i], fanouts, 1, first_step + i);
+        const prepared_batch p =
+            prepare_batch(sampler, d, batches[i], fanouts, 1, first_step + i, false);
         ts += clock.seconds();
         clock.reset();
         train(*serial.replica, p, first_step + i, false);
@@ -211,7 +212,7 @@ int bench_train(int argc, char** argv) {
       std::vector<batch_prefetcher::job> jobs;
       for (size_t i = 0; i < batches.size(); ++i)
         jobs.push_back({batches[i], first_step + i});
-      batch_prefetcher prefetch(d, fanouts, 1, std::move(jobs));
+      batch_prefetcher prefetch(d, fanouts, 1, std::move(jobs), 1, false);
       for (size_t i = 0; i < batches.size(); ++i) {
         stopwatch clock;
         const prepared_batch p = prefetch.next();

@@ -49,7 +49,9 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
     for (std::uint64_t i = 0; i < batches.size(); ++i)
       jobs.push_back({std::move(batches[i]), static_cast<std::uint64_t>(epoch) * nb + i});
     const std::uint64_t steps = jobs.size();
-    batch_prefetcher prefetch(d, s.fanouts, s.seed, std::move(jobs), prefetch_depth);
+    // Dense features are not gathered: the first layer reads them in place (feature_table).
+    batch_prefetcher prefetch(d, s.fanouts, s.seed, std::move(jobs), prefetch_depth,
+                              /*gather_dense=*/false);
     double loss_sum = 0;
     std::uint64_t correct = 0;
     for (std::uint64_t i = 0; i < steps; ++i) {
@@ -60,9 +62,10 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
       rec.prepare_s += p.prepare_s;
       clock.reset();
       const std::uint64_t dropout_seed = mix64(s.seed ^ mix64(step));
-      const step_stats st = d.sparse_features
-                                ? replica.train_step(p.batch, p.xs, p.labels, dropout_seed)
-                                : replica.train_step(p.batch, p.x, p.labels, dropout_seed);
+      const step_stats st =
+          d.sparse_features
+              ? replica.train_step(p.batch, p.xs, p.labels, dropout_seed)
+              : replica.train_step(p.batch, feature_table{&d.features}, p.labels, dropout_seed);
       replica.apply_own_gradient();
       rec.compute_s += clock.seconds();
       loss_sum += st.loss_sum;
