@@ -1,6 +1,7 @@
-// Cutting a dataset into per-partition values and storing them: a text meta file, the book as
-// owner.bin and one binary file per partition. Binary files are a fixed header (magic, version,
-// sizes), the raw arrays written one call each, and a trailing checksum over header and payload.
+// Storing a partitioned dataset: a text meta file, the book as owner.bin and one binary file per
+// partition (cutting the values out: partition_extract.cpp). Binary files are a fixed header
+// (magic, version, sizes), the raw arrays written one call each, and a trailing checksum over
+// header and payload.
 #include "model/partition_store.hpp"
 
 #include <unistd.h>
@@ -16,7 +17,6 @@
 
 #include "model/data_error.hpp"
 #include "model/durable_file.hpp"
-#include "model/feature_transform.hpp"
 #include "model/hashing.hpp"
 #include "model/sparse_input.hpp"
 
@@ -265,89 +265,6 @@ std::uint64_t owner_checksum(std::span<const std::int32_t> owner) {
 
 // -- in memory --
 
-graph_partition extract_partition(const dataset& d, const partition_book& book, int part) {
-  const node_id n = d.num_nodes();
-  if (book.num_nodes() != n) {
-    throw std::invalid_argument("extract_partition: the book has " +
-                                std::to_string(book.num_nodes()) + " nodes, the dataset " +
-                                std::to_string(n));
-  }
-  if (part < 0 || part >= book.num_parts()) {
-    throw std::invalid_argument("extract_partition: part " + std::to_string(part) +
-                                " outside [0, " + std::to_string(book.num_parts()) + ")");
-  }
-  if ((d.sparse_features ? d.sparse_features->rows() : d.features.rows()) != n ||
-      d.labels.size() != static_cast<size_t>(n)) {
-    throw std::invalid_argument(
-        "extract_partition: dataset features/labels do not have one row per node");
-  }
-  const csr_graph& g = d.graph;
-  graph_partition p;
-  p.part = part;
-  p.num_parts = book.num_parts();
-  p.num_global_nodes = n;
-  p.num_classes = d.num_classes;
-  const auto owned = book.owned(part);
-  p.owned.assign(owned.begin(), owned.end());
-  const auto rows = owned.size();
-
-  p.indptr.assign(rows + 1, 0);
-  for (size_t l = 0; l < rows; ++l)
-    p.indptr[l + 1] = p.indptr[l] + g.in_degree(owned[l]);
-  const auto edges = static_cast<size_t>(p.indptr.back());
-  p.src_global.resize(edges);
-  p.src_local.resize(edges);
-  std::vector<node_id> remote;
-  for (size_t l = 0; l < rows; ++l) {
-    const auto row = g.in_neighbors(owned[l]);
-    const auto at = static_cast<size_t>(p.indptr[l]);
-    std::copy(row.begin(), row.end(), p.src_global.begin() + static_cast<std::ptrdiff_t>(at));
-    for (size_t i = 0; i < row.size(); ++i) {
-      const node_id u = row[i];
-      if (book.owner(u) == part) {
-        p.src_local[at + i] = book.local_id(u);
-      } else {
-        p.src_local[at + i] = -1;
-        remote.push_back(u);
-      }
-    }
-  }
-  std::sort(remote.begin(), remote.end());
-  remote.erase(std::unique(remote.begin(), remote.end()), remote.end());
-  p.halo = std::move(remote);
-  p.halo_owner.resize(p.halo.size());
-  p.halo_degree.resize(p.halo.size());
-  for (size_t i = 0; i < p.halo.size(); ++i) {
-    p.halo_owner[i] = book.owner(p.halo[i]);
-    p.halo_degree[i] = static_cast<std::int32_t>(g.in_degree(p.halo[i]));
-  }
-
-  p.labels.resize(rows);
-  for (size_t l = 0; l < rows; ++l)
-    p.labels[l] = d.labels[static_cast<size_t>(owned[l])];
-  if (d.sparse_features) {
-    p.features.resize(0, d.features.cols());
-    p.sparse_features = std::make_shared<const sparse_rows>(gather_rows(*d.sparse_features, owned));
-  } else {
-    p.features.resize(static_cast<Eigen::Index>(rows), d.features.cols());
-    for (size_t l = 0; l < rows; ++l)
-      p.features.row(static_cast<Eigen::Index>(l)) = d.features.row(owned[l]);
-  }
-  // Global splits are sorted and local ids follow global order, so the local splits come out
-  // sorted.
-  auto local_split = [&](const std::vector<node_id>& global, std::vector<node_id>& local) {
-    for (node_id v : global) {
-      if (book.owner(v) == part) local.push_back(book.local_id(v));
-    }
-  };
-  local_split(d.train, p.train);
-  local_split(d.valid, p.valid);
-  local_split(d.test, p.test);
-  return p;
-}
-
-// -- on disk --
-
 fs::path partition_file(const fs::path& dir, int part) {
   return dir / ("part-" + std::to_string(part)) / "partition.bin";
 }
@@ -431,32 +348,6 @@ partition_book load_partition_book(const fs::path& dir) {
     }
   }
   return partition_book(std::move(owner), m.num_parts);
-}
-
-void set_feature_layout(graph_partition& p, bool sparse) {
-  if (sparse && !p.sparse_features) {
-    p.sparse_features = std::make_shared<const sparse_rows>(to_sparse(p.features));
-    p.features = Matrix(0, p.features.cols());
-  } else if (!sparse && p.sparse_features) {
-    p.features = to_dense(*p.sparse_features);
-    p.sparse_features.reset();
-  }
-}
-
-std::size_t feature_row_bytes(const graph_partition& p) {
-  return static_cast<std::size_t>(p.features.cols()) * sizeof(float);
-}
-
-void apply_feature_transform(const std::string& name, graph_partition& p) {
-  if (!p.sparse_features) {
-    apply_feature_transform(name, p.features);
-    return;
-  }
-  if (name == "none") return;
-  apply_feature_transform(name, p.features);  // names an unknown transform; no rows to change
-  auto rows = std::make_shared<sparse_rows>(*p.sparse_features);
-  normalize_rows(*rows);
-  p.sparse_features = std::move(rows);
 }
 
 graph_partition load_partition(const fs::path& dir, int part) {

@@ -58,6 +58,8 @@ void set_feature_layout(graph_partition& p, bool sparse);
 std::size_t feature_row_bytes(const graph_partition& p);
 /// apply_feature_transform (model/feature_transform.hpp) on p's features, in either layout.
 void apply_feature_transform(const std::string& name, graph_partition& p);
+/// A run's feature settings on a part read from a file: its layout, then the transform.
+void apply_feature_settings(graph_partition& p, bool sparse, const std::string& transform);
 
 /// Cuts part `part` out of d (its features compressed when d's are) according to book (in memory;
 /// write_partitions uses it per part).

@@ -315,8 +315,7 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
       // Files hold the raw features, in the layout the set was cut with; d's were transformed
       // by the caller.
       auto part = std::make_shared<graph_partition>(load_partition(s.partitions, p));
-      set_feature_layout(*part, s.sparse_features);
-      apply_feature_transform(s.normalize_features, *part);
+      apply_feature_settings(*part, s.sparse_features, s.normalize_features);
       parts.push_back(std::move(part));
     }
   } else {

@@ -115,8 +115,7 @@ int run_node(int argc, char** argv) {
   auto book = std::make_shared<const partition_book>(load_partition_book(s.partitions));
   auto load_part = [&](int p) {
     auto loaded = std::make_shared<graph_partition>(load_partition(s.partitions, p));
-    set_feature_layout(*loaded, s.sparse_features);
-    apply_feature_transform(s.normalize_features, *loaded);
+    apply_feature_settings(*loaded, s.sparse_features, s.normalize_features);
     return std::shared_ptr<const graph_partition>(std::move(loaded));
   };
   // A static node knows its partition now and reads it before anything starts; an adopted one
@@ -207,9 +206,8 @@ int run_node(int argc, char** argv) {
       stop_worker(self, w);
     self->send_exit(node, caf::exit_reason::user_shutdown);
   }};
-  // After the guard: a bad --console must still stop the node actor. Destroyed before the guard
-  // runs, so no console command reaches a stopping node actor.
-  const auto console_gate = node_console_gateway(opts, coordinates, mode.tls, sys, node, local_key);
+  // After the guard (a bad --console must still stop the node actor), destroyed before it runs.
+  const auto gate = node_console_gateway(opts, coordinates, mode.tls, sys, node, local_key);
   // This node's rank is known: spawn the workers of its partitions and tell the node actor.
   auto serve = [&](const membership& members) {
     const int id = members.rank;

@@ -43,8 +43,9 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
     auto batches = make_batches(d.train, s.batch_size, s.seed, static_cast<std::uint64_t>(epoch));
     if (s.max_batches && batches.size() > s.max_batches) batches.resize(s.max_batches);
     // Batch i+1 is sampled (and compressed features gathered; dense ones are read in place by
-    // the first layer) in the background while batch i trains, when there are cores to spare: on 2 cores the sampling thread only takes them from the kernels (bench
-    // train on synthetic-1M: 4.27 s prefetched against 3.30 s serial), so it prepares in turn.
+    // the first layer) in the background while batch i trains, when there are cores to spare: on 2
+    // cores the sampling thread only takes them from the kernels (bench train on synthetic-1M: 4.27
+    // s prefetched against 3.30 s serial), so it prepares in turn.
     std::vector<batch_prefetcher::job> jobs;
     for (std::uint64_t i = 0; i < batches.size(); ++i)
       jobs.push_back({std::move(batches[i]), static_cast<std::uint64_t>(epoch) * nb + i});

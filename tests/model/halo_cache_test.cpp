@@ -149,10 +149,9 @@ TEST(HaloCache, SharedFeaturesAreReadFromTheOwnersRowsWithoutACopy) {
     // The set-up's answer: every halo row, in order (its values are the owners' rows).
     const std::vector<std::uint64_t> zeros(me.halo.size(), 0);
     if (sparse) {
-      c.store_features(me.halo, me.halo,
-                       std::make_shared<const sparse_rows>(
-                           gather_rows(to_sparse(d.features), me.halo)),
-                       0);
+      c.store_features(
+          me.halo, me.halo,
+          std::make_shared<const sparse_rows>(gather_rows(to_sparse(d.features), me.halo)), 0);
     } else {
       Matrix rows(static_cast<Eigen::Index>(me.halo.size()), d.num_features());
       for (size_t i = 0; i < me.halo.size(); ++i)
