@@ -152,7 +152,7 @@ void run_features(self_ptr self, std::shared_ptr<step_job> job) {
     } else {
       job->inputs.row(static_cast<Eigen::Index>(i)) = part.features.row(l);
     }
-    st.degree[inputs[i]] = static_cast<std::int32_t>(part.indptr[l + 1] - part.indptr[l]);
+    st.degree[inputs[i]] = part.in_degree(l);
   }
   std::vector<wire_request<shard_actor, feature_atom>> requests;
   std::vector<std::vector<size_t>> positions;

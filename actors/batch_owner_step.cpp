@@ -57,7 +57,7 @@ void finish_owner_step(self_ptr self, const std::shared_ptr<owner_job>& job,
   std::vector<std::int32_t> degrees(job->seeds.size());
   for (size_t i = 0; i < degrees.size(); ++i) {
     const node_id l = st.book->local_id(job->seeds[i]);
-    degrees[i] = static_cast<std::int32_t>(st.part->indptr[l + 1] - st.part->indptr[l]);
+    degrees[i] = st.part->in_degree(l);
   }
   const top_step top =
       st.replica->train_top_layer(job->seeds, h_self, std::move(sum), job->counts, labels, degrees);

@@ -25,28 +25,18 @@ wire_message serve_get(store_state& st, const wire_message& m) {
   rows.bits = features ? 32 : st.table->bits();
   rows.cols = features ? static_cast<int>(st.part->features.cols()) : st.table->width(level);
   const auto local = st.book->owned_local_ids(req.nodes, st.part->part, "embedding_get");
-  if (features && st.part->sparse_features) {
-    // Features never change (version 0): a get that holds them takes nothing.
-    std::vector<node_id> rows_of;
-    for (size_t i = 0; i < req.nodes.size(); ++i) {
-      if (!req.held.empty() && req.held[i] != wire::kNoVersion) continue;
-      res.nodes.push_back(req.nodes[i]);
-      rows_of.push_back(local[i]);
-    }
-    res.sparse =
-        std::make_shared<const sparse_rows>(gather_rows(*st.part->sparse_features, rows_of));
-    res.cols = static_cast<std::uint32_t>(st.part->features.cols());
-    auto msg = pack(wire::kind::embedding_rows, wire::encode(st.ctx, res));
-    if (req.h.sender != st.part->part) st.sent.add(wire::kind::embedding_rows, msg.bytes.size());
-    return msg;
-  }
+  // Compressed features go as rows of the part's matrix (versions are 0); the rest as codes.
+  const bool compressed = features && st.part->sparse_features;
+  std::vector<node_id> feature_rows;
   for (size_t i = 0; i < req.nodes.size(); ++i) {
     const node_id g = req.nodes[i];
     const node_id l = local[i];
     const std::uint64_t version = features ? 0 : st.table->version(level, l);
     if (!req.held.empty() && req.held[i] != wire::kNoVersion && version <= req.held[i])
       continue;  // the asker holds this version already
-    if (features) {
+    if (compressed) {
+      feature_rows.push_back(l);
+    } else if (features) {
       const auto* row = reinterpret_cast<const std::uint8_t*>(st.part->features.row(l).data());
       rows.codes.insert(rows.codes.end(), row, row + rows.cols * sizeof(float));
       rows.versions.push_back(0);
@@ -54,6 +44,11 @@ wire_message serve_get(store_state& st, const wire_message& m) {
       st.table->append_row(level, l, rows);
     }
     res.nodes.push_back(g);
+  }
+  if (compressed) {
+    res.sparse =
+        std::make_shared<const sparse_rows>(gather_rows(*st.part->sparse_features, feature_rows));
+    rows.versions.assign(res.nodes.size(), 0);
   }
   res.bits = static_cast<std::uint8_t>(rows.bits);
   res.cols = static_cast<std::uint32_t>(rows.cols);

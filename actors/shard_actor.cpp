@@ -61,17 +61,8 @@ wire_message serve_pull(const graph_partition& part, const partition_book& book,
       const auto req = wire::decode_row_request(ctx, request.bytes);
       wire::row_block res;
       res.h = {req.h.step, part.part};
-      res.degrees.reserve(req.nodes.size());
-      const auto local = book.owned_local_ids(req.nodes, part.part, "feature_request");
-      if (part.sparse_features) {
-        res.sparse = std::make_shared<const sparse_rows>(gather_rows(*part.sparse_features, local));
-      } else {
-        res.rows.resize(static_cast<Eigen::Index>(req.nodes.size()), part.features.cols());
-        for (size_t i = 0; i < req.nodes.size(); ++i)
-          res.rows.row(static_cast<Eigen::Index>(i)) = part.features.row(local[i]);
-      }
-      for (const node_id l : local)
-        res.degrees.push_back(static_cast<std::int32_t>(part.indptr[l + 1] - part.indptr[l]));
+      shard_detail::put_rows(part, nullptr,
+                             book.owned_local_ids(req.nodes, part.part, "feature_request"), res);
       return {static_cast<std::uint16_t>(wire::kind::feature_response),
               wire::encode(ctx, res, wire::kind::feature_response)};
     }
@@ -82,6 +73,25 @@ wire_message serve_pull(const graph_partition& part, const partition_book& book,
 }
 
 }  // namespace
+
+namespace shard_detail {
+
+void put_rows(const graph_partition& part, const Matrix* rows, std::span<const node_id> local,
+              wire::row_block& res) {
+  if (!rows && part.sparse_features) {
+    res.sparse = std::make_shared<const sparse_rows>(gather_rows(*part.sparse_features, local));
+  } else {
+    const Matrix& from = rows ? *rows : part.features;
+    res.rows.resize(static_cast<Eigen::Index>(local.size()), from.cols());
+    for (size_t i = 0; i < local.size(); ++i)
+      res.rows.row(static_cast<Eigen::Index>(i)) = from.row(local[i]);
+  }
+  res.degrees.reserve(local.size());
+  for (const node_id l : local)
+    res.degrees.push_back(part.in_degree(l));
+}
+
+}  // namespace shard_detail
 
 wire_message serve_shard_request(const graph_partition& part, const partition_book& book,
                                  const wire::context& ctx, const wire_message& request) {

@@ -29,12 +29,47 @@ block partition_block(const graph_partition& part) {
   }
   b.src_degree.resize(b.src_nodes.size());
   for (node_id l = 0; l < n; ++l)
-    b.src_degree[l] = static_cast<std::int32_t>(part.indptr[l + 1] - part.indptr[l]);
+    b.src_degree[l] = part.in_degree(l);
   return b;
 }
 
 const Matrix& layer_rows(const shard_state& st, int layer) {
   return layer == 0 ? st.part->features : st.eval_h.at(static_cast<size_t>(layer));
+}
+
+// h^(layer) of every owned node from h^(layer - 1): its own rows and the halo's in the replies
+// (at layer 1 the set-up keeps the halo's features in the halo cache).
+void evaluate_on_rows(shard_state& st, int layer, std::vector<wire_message>& replies,
+                      const std::vector<std::vector<size_t>>& positions, std::uint8_t bits,
+                      bool keep_features, std::uint64_t step) {
+  const auto& part = *st.part;
+  const Matrix& own = layer_rows(st, layer - 1);
+  const node_id n = part.num_owned();
+  block b = partition_block(part);
+  Matrix h_src(static_cast<Eigen::Index>(b.src_nodes.size()), own.cols());
+  h_src.topRows(n) = own;
+  for (size_t r = 0; r < replies.size(); ++r) {
+    const auto res = wire::decode_row_block(st.ctx, replies[r].bytes, bits);
+    if (static_cast<size_t>(res.rows.rows()) != positions[r].size() ||
+        res.rows.cols() != own.cols() || res.degrees.size() != positions[r].size()) {
+      throw wire::wire_error("halo_response has the wrong shape");
+    }
+    for (size_t k = 0; k < positions[r].size(); ++k) {
+      h_src.row(n + static_cast<Eigen::Index>(positions[r][k])) =
+          res.rows.row(static_cast<Eigen::Index>(k));
+      b.src_degree[n + positions[r][k]] = res.degrees[k];
+    }
+  }
+  if (keep_features && !st.halo_features_loaded) {
+    ensure_halo_levels(st);
+    const auto halo = static_cast<Eigen::Index>(part.halo.size());
+    const std::vector<std::uint64_t> versions(part.halo.size(), 0);
+    st.halo.store(0, part.halo, part.halo, versions, h_src.bottomRows(halo), step);
+    st.halo_features_loaded = true;
+  }
+  if (st.eval_h.size() <= static_cast<size_t>(layer))
+    st.eval_h.resize(static_cast<size_t>(layer) + 1);
+  st.eval_h[static_cast<size_t>(layer)] = st.replica->layer_forward(layer - 1, b, h_src);
 }
 
 // h^(1) of every owned node from compressed feature rows: the part's own and the halo's, as
@@ -122,33 +157,7 @@ caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) 
           if (layer == 1 && part.sparse_features) {
             evaluate_on_compressed_features(st, replies, positions, keep_features, step);
           } else {
-            const Matrix& own = layer_rows(st, layer - 1);
-            const node_id n = part.num_owned();
-            block b = partition_block(part);
-            Matrix h_src(static_cast<Eigen::Index>(b.src_nodes.size()), own.cols());
-            h_src.topRows(n) = own;
-            for (size_t r = 0; r < replies.size(); ++r) {
-              const auto res = wire::decode_row_block(st.ctx, replies[r].bytes, bits);
-              if (static_cast<size_t>(res.rows.rows()) != positions[r].size() ||
-                  res.rows.cols() != own.cols() || res.degrees.size() != positions[r].size()) {
-                throw wire::wire_error("halo_response has the wrong shape");
-              }
-              for (size_t k = 0; k < positions[r].size(); ++k) {
-                h_src.row(n + static_cast<Eigen::Index>(positions[r][k])) =
-                    res.rows.row(static_cast<Eigen::Index>(k));
-                b.src_degree[n + positions[r][k]] = res.degrees[k];
-              }
-            }
-            if (keep_features && !st.halo_features_loaded) {
-              ensure_halo_levels(st);
-              const auto halo = static_cast<Eigen::Index>(part.halo.size());
-              const std::vector<std::uint64_t> versions(part.halo.size(), 0);
-              st.halo.store(0, part.halo, part.halo, versions, h_src.bottomRows(halo), step);
-              st.halo_features_loaded = true;
-            }
-            if (st.eval_h.size() <= static_cast<size_t>(layer))
-              st.eval_h.resize(static_cast<size_t>(layer) + 1);
-            st.eval_h[static_cast<size_t>(layer)] = st.replica->layer_forward(layer - 1, b, h_src);
+            evaluate_on_rows(st, layer, replies, positions, bits, keep_features, step);
           }
           wire::control out{.h = {step, part.part}, .what = wire::control_kind::result};
           if (layer == st.replica->num_layers()) {
@@ -185,27 +194,13 @@ wire_message serve_halo(shard_state& st, const wire_message& m) {
   const auto req = wire::decode_row_request(st.ctx, m.bytes);
   if (req.layer >= std::max<size_t>(1, st.eval_h.size()))
     throw wire::wire_error("halo_request for a layer not computed yet");
-  const Matrix& rows = layer_rows(st, req.layer);
+  if (req.layer == 0 && st.part->sparse_features && req.bits != 32)
+    throw wire::wire_error("halo_request for compressed features below 32 bits");
   wire::row_block res;
   res.h = {req.h.step, st.part->part};
   res.bits = req.bits;
-  const auto local = st.book->owned_local_ids(req.nodes, st.part->part, "halo_request");
-  if (req.layer == 0 && st.part->sparse_features) {
-    if (req.bits != 32) throw wire::wire_error("halo_request for features below 32 bits");
-    res.sparse = std::make_shared<const sparse_rows>(gather_rows(*st.part->sparse_features, local));
-    for (const node_id l : local)
-      res.degrees.push_back(static_cast<std::int32_t>(st.part->indptr[l + 1] - st.part->indptr[l]));
-    auto msg =
-        pack(wire::kind::halo_response, wire::encode(st.ctx, res, wire::kind::halo_response));
-    count(st, req.h.sender, msg);
-    return msg;
-  }
-  res.rows.resize(static_cast<Eigen::Index>(req.nodes.size()), rows.cols());
-  for (size_t i = 0; i < req.nodes.size(); ++i) {
-    const node_id l = local[i];
-    res.rows.row(static_cast<Eigen::Index>(i)) = rows.row(l);
-    res.degrees.push_back(static_cast<std::int32_t>(st.part->indptr[l + 1] - st.part->indptr[l]));
-  }
+  put_rows(*st.part, req.layer == 0 ? nullptr : &layer_rows(st, req.layer),
+           st.book->owned_local_ids(req.nodes, st.part->part, "halo_request"), res);
   auto msg = pack(wire::kind::halo_response, wire::encode(st.ctx, res, wire::kind::halo_response));
   count(st, req.h.sender, msg);
   return msg;

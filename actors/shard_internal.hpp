@@ -26,6 +26,12 @@ inline wire_message result_message(shard_state& st, std::uint64_t step) {
   return pack(wire::kind::control, wire::encode(st.ctx, out));
 }
 
+/// Rows of local nodes `local` into res with each node's full in-degree: rows of `rows`, or
+/// with rows null the part's features (compressed when the part's are). A feature pull's answer
+/// and a halo request's (shard_actor.cpp).
+void put_rows(const graph_partition& part, const Matrix* rows, std::span<const node_id> local,
+              wire::row_block& res);
+
 // -- evaluation (shard_evaluation.cpp) --
 
 /// Computes h^(layer) of every owned node from h^(layer - 1), pulling the halo's rows; at the

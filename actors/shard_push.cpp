@@ -296,7 +296,7 @@ caf::result<wire_message> serve_push(self_ptr self, const wire_message& m) {
     scale.reserve(push.neighbors.size());
     for (node_id u : push.neighbors) {
       const node_id l = book.local_id(u);
-      const auto degree = static_cast<double>(part.indptr[l + 1] - part.indptr[l]);
+      const auto degree = static_cast<double>(part.in_degree(l));
       scale.push_back(static_cast<float>(1.0 / std::sqrt(degree + 1.0)));
     }
   }

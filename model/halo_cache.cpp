@@ -116,14 +116,6 @@ void halo_cache::store(int level, std::span<const node_id> asked, std::span<cons
                        std::uint64_t step) {
   if (level == 0 && sparse_features_)
     throw std::invalid_argument("the halo's features are compressed rows (store_features)");
-  if (level == 0 && shares_features() && has_level(0)) {
-    // The rows stay where their owners hold them; the answer only confirms them.
-    if (values.rows() != static_cast<Eigen::Index>(nodes.size()) ||
-        (values.rows() > 0 && values.cols() != rows_[0].cols()))
-      throw std::invalid_argument("history rows of the wrong shape at level 0");
-    place(0, asked, nodes, versions, step);
-    return;
-  }
   if (has_level(level) &&
       (values.rows() != static_cast<Eigen::Index>(nodes.size()) ||
        (values.rows() > 0 && values.cols() != rows_[static_cast<std::size_t>(level)].cols()))) {
@@ -131,6 +123,7 @@ void halo_cache::store(int level, std::span<const node_id> asked, std::span<cons
                                 std::to_string(level));
   }
   const auto at = place(level, asked, nodes, versions, step);
+  if (level == 0 && shares_features()) return;  // the rows stay where their owners hold them
   Matrix& cache = rows_[static_cast<std::size_t>(level)];
   for (std::size_t r = 0; r < nodes.size(); ++r)
     cache.row(static_cast<Eigen::Index>(at[r])) = values.row(static_cast<Eigen::Index>(r));

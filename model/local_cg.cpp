@@ -110,7 +110,7 @@ local_cg expand_local(const graph_partition& part, const partition_book& book,
       const node_id g = b.src_nodes[i];
       if (book.owner(g) == part.part) {
         const node_id l = book.local_id(g);
-        b.src_degree[i] = static_cast<std::int32_t>(part.indptr[l + 1] - part.indptr[l]);
+        b.src_degree[i] = part.in_degree(l);
         if (k > 0) {
           from[i] = static_cast<std::int32_t>(next.size());
           next.push_back(g);

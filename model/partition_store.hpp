@@ -41,6 +41,11 @@ struct graph_partition {
   std::vector<std::int32_t> halo_degree;    ///< full in-degree of halo[i] (GCN normalisation)
 
   node_id num_owned() const { return static_cast<node_id>(owned.size()); }
+  /// Full in-degree of local node l.
+  std::int32_t in_degree(node_id l) const {
+    return static_cast<std::int32_t>(indptr[static_cast<size_t>(l) + 1] -
+                                     indptr[static_cast<size_t>(l)]);
+  }
   edge_offset num_edges() const { return indptr.back(); }
   std::span<const node_id> in_neighbors_global(node_id l) const {
     return {

@@ -115,8 +115,7 @@ console_gateway::console_gateway(const endpoint& where, const tls_files& tls,
     }
     caf::scoped_actor ask{sys};
     std::string answer;
-    ask->request(node, std::chrono::seconds(30), console_atom_v, key, name,
-                 std::vector<char>(q.body.begin(), q.body.end()))
+    ask->request(node, std::chrono::seconds(30), console_atom_v, key, name, req.command)
         .receive(
             [&](std::vector<char>& b) { answer.assign(b.begin(), b.end()); },
             [&](caf::error& e) { answer = refusal("node 0 did not answer: " + sys.render(e)); });

@@ -176,7 +176,9 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
       [self](join_atom, const std::vector<char>& b) { return take_join(self, b); },
       [self](console_atom, const std::vector<char>& b) { return answer_operator(self, b); },
       [self](console_atom, const std::string& key, const std::string& name,
-             const std::vector<char>& b) { return answer_verified_operator(self, key, name, b); },
+             const std::string& command) {
+        return answer_verified_operator(self, key, name, command);
+      },
       [self](formed_atom, const std::string& key) -> caf::result<std::vector<char>> {
         auto& st = self->state;
         if (!from_this_process(self, key) || !st.seed)

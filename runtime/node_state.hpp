@@ -81,10 +81,10 @@ void form(node_pointer self);
 caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<char>& b);
 /// A console request (node 0 only): the encoded console_reply.
 std::vector<char> answer_operator(node_pointer self, const std::vector<char>& b);
-/// The same for a request whose operator proof node 0's TLS console gateway (this process, `key`)
-/// checked already: `operator_name` is the name on the operator's certificate.
+/// The same for a command whose request node 0's TLS console gateway (this process, `key`)
+/// decoded and whose proof it checked: `operator_name` is the name on the operator's certificate.
 std::vector<char> answer_verified_operator(node_pointer self, const std::string& key,
                                            const std::string& operator_name,
-                                           const std::vector<char>& b);
+                                           const std::string& command);
 
 }  // namespace degnn::node_detail
