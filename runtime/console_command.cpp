@@ -111,7 +111,7 @@ int run_console(int argc, char** argv) {
     sys.emplace(cfg);
     node = connect<node_actor>(*sys, where,
                                std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s),
-                               "node", false);
+                               "node");
   }
   const auto limit = std::chrono::seconds(timeout_s);
   // One command: true when node 0 answered it.

@@ -11,7 +11,6 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <caf/openssl/all.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -70,8 +69,8 @@ int run_node(int argc, char** argv) {
     throw config_error("node: --partitions DIR is required (made by degnn partition)");
   train_settings s = read_train_settings(opts);
   launch_mode mode = read_launch_mode(opts);
-  // Without TLS, whoever reaches the port is a peer, and CAF 0.17 allocates whatever payload a
-  // connecting peer announces: stay on loopback unless the operator accepts that.
+  // Without TLS, whoever reaches the port is a peer (the door bounds what a stranger costs, not
+  // what a peer may ask): stay on loopback unless the operator accepts that.
   if (!mode.tls && !is_loopback(mode.listen.host) && !opts.flag("insecure")) {
     throw config_error("node: " + mode.listen.host +
                        " is not a loopback address, and nodes do not authenticate each other "
@@ -83,7 +82,6 @@ int run_node(int argc, char** argv) {
   add_actor_types(cfg);
   add_runtime_types(cfg);
   cfg.load<caf::io::middleman>();
-  if (mode.tls) use_tls(cfg, *mode.tls);
   // Heartbeats on every connection: a peer that stops answering (SIGSTOP, a cut link) is dropped
   // after the connection timeout, which the coordinator sees as a lost actor.
   const auto heartbeat = std::chrono::milliseconds(opts.integer("heartbeat-ms", 10, 60'000));
@@ -91,6 +89,13 @@ int run_node(int argc, char** argv) {
   cfg.set("middleman.heartbeat-interval", caf::timespan{heartbeat});
   cfg.set("middleman.connection-timeout", caf::timespan{silence});
   caf::actor_system sys{cfg};
+  // The node's one door (before anything connects; destroyed after every actor stopped). Its
+  // refusals are logged under the address it listens on, the one name fixed from the start.
+  peer_door door(
+      sys, door_settings{.tls = mode.tls,
+                         .log = [prefix = "node at " + mode.listen.str()](const std::string& line) {
+                           std::fprintf(stderr, "%s: %s\n", prefix.c_str(), line.c_str());
+                         }});
   const deadline join_until =
       std::chrono::steady_clock::now() + std::chrono::seconds(opts.integer("join-timeout", 1));
   // A joiner needs no shared filesystem: the files it lacks (or holds with another checksum)
@@ -100,8 +105,7 @@ int run_node(int argc, char** argv) {
   wire::file_manifest files;  ///< the seed's partition files (on the seed and on joiners)
   std::function<void(std::uint64_t, std::uint64_t)> fetch_progress;  // set once the node actor runs
   if (mode.kind == launch_mode::joiner) {
-    seed_node =
-        connect<node_actor>(sys, mode.seed_address, join_until, "seed", mode.tls.has_value());
+    seed_node = connect<node_actor>(sys, door, mode.seed_address, join_until, "seed");
     seed_files.emplace(sys, seed_node, mode.seed_address.str(), s.partitions);
     seed_files->fetch({kPartitionMetaName, "owner.bin"});
     files = seed_files->manifest();
@@ -239,14 +243,14 @@ int run_node(int argc, char** argv) {
     served = serve(served_static);
   }
   // Published as a typed handle, so a peer of another protocol fails at connection time.
-  const auto published =
-      mode.tls ? caf::openssl::publish(node, mode.listen.port, mode.listen.host.c_str(), true)
-               : sys.middleman().publish(node, mode.listen.port, mode.listen.host.c_str(), true);
-  if (!published) {
-    throw std::runtime_error(me_name + ": cannot listen on " + mode.listen.str() + ": " +
-                             sys.render(published.error()));
+  std::uint16_t published = 0;
+  try {
+    published = door.listen(mode.listen, caf::actor_cast<caf::strong_actor_ptr>(node),
+                            sys.message_types(node));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(me_name + ": " + e.what());
   }
-  const endpoint me{mode.advertise, *published};
+  const endpoint me{mode.advertise, published};
   recovery.seed_address = me.str();
 
   // -- membership: who is in the cluster, which rank this node is, which partitions it serves --
@@ -320,7 +324,7 @@ int run_node(int argc, char** argv) {
   }
   const auto connect_time = std::chrono::seconds(opts.integer("connect-timeout", 1)) +
                             std::chrono::seconds(largest_download / 10'000'000);
-  node_mesh mesh(sys, self, node, local_key, mode.tls.has_value(), meta.num_parts);
+  node_mesh mesh(sys, self, node, local_key, door, meta.num_parts);
   mesh.form(members, identity.lines, seed_node, kill_token,
             std::chrono::steady_clock::now() + connect_time);
   say("connected to " + std::to_string(n - 1) + " peers");

@@ -5,7 +5,6 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <caf/openssl/all.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +15,7 @@
 
 #include "runtime/endpoint.hpp"
 #include "runtime/node_actor.hpp"
+#include "runtime/peer_door.hpp"
 #include "serialization/wire_membership.hpp"
 
 namespace degnn {
@@ -42,51 +42,62 @@ membership join_cluster(caf::actor_system& sys, caf::scoped_actor& self, const n
                         const std::optional<tls_files>& tls, const wire::context& ctx,
                         deadline until);
 
-/// Makes every connection of this actor system mutual TLS with `tls`'s certificate, key and CA
-/// (CAF then requires a certificate of the CA from both sides); after the middleman is loaded.
-inline void use_tls(caf::actor_system_config& cfg, const tls_files& tls) {
-  cfg.openssl_certificate = tls.certificate().string();
-  cfg.openssl_key = tls.key().string();
-  cfg.openssl_cafile = tls.ca().string();
-  cfg.load<caf::openssl::manager>();
-}
-
-/// Retries a connection until it succeeds or the deadline passes: peers start in any order.
-/// `tls`: through CAF's OpenSSL module (both sides present a certificate of the cluster CA).
-/// Each attempt is a request to the middleman with a time-out: `remote_actor` waits forever
-/// when the TCP connection opens but the handshake never completes (a paused peer).
-template <class Handle>
-Handle connect(caf::actor_system& sys, const endpoint& e, deadline until, const char* what,
-               bool tls) {
-  caf::scoped_actor self{sys};
-  const auto mm = tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
+/// Retries one connection until it succeeds or the deadline passes (peers start in any order);
+/// `attempt` makes one try within the time given and returns what the peer published.
+template <class Handle, class Attempt>
+Handle connect_with(caf::actor_system& sys, const endpoint& e, deadline until, const char* what,
+                    Attempt&& attempt) {
   const auto expected = sys.message_types<Handle>();
   std::string failure;
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         until - std::chrono::steady_clock::now());
-    Handle h;
-    self->request(
-            mm, std::clamp(left, std::chrono::milliseconds(100), std::chrono::milliseconds(10'000)),
-            caf::connect_atom_v, e.host, e.port)
-        .receive(
-            [&](caf::node_id&, caf::strong_actor_ptr& p, std::set<std::string>& ifs) {
-              if (!p) {
-                failure = "no actor is published there";
-              } else if (ifs != expected) {
-                failure = "the actor there speaks another protocol (another DEGNN version?)";
-              } else {
-                h = caf::actor_cast<Handle>(std::move(p));
-              }
-            },
-            [&](caf::error& err) { failure = sys.render(err); });
-    if (h) return h;
+    caf::expected<remote_published> got = attempt(
+        std::clamp(left, std::chrono::milliseconds(100), std::chrono::milliseconds(10'000)));
+    if (!got) {
+      failure = sys.render(got.error());
+    } else if (!got->actor) {
+      failure = "no actor is published there";
+    } else if (got->interface != expected) {
+      failure = "the actor there speaks another protocol (another DEGNN version?)";
+    } else {
+      return caf::actor_cast<Handle>(std::move(got->actor));
+    }
     if (std::chrono::steady_clock::now() > until) {
       throw std::runtime_error(std::string("cannot reach the ") + what + " at " + e.str() + ": " +
                                failure);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+/// A node reaches a peer through its door (with TLS, a certificate made out to `expected_name`,
+/// or any node-K when empty).
+template <class Handle>
+Handle connect(caf::actor_system& sys, peer_door& door, const endpoint& e, deadline until,
+               const char* what, const std::string& expected_name = "") {
+  return connect_with<Handle>(sys, e, until, what, [&](std::chrono::milliseconds t) {
+    return door.connect(e, expected_name, t);
+  });
+}
+
+/// A process that is no node (the console of a plain cluster) connects through CAF's own
+/// middleman. Each attempt is a request with a time-out: `remote_actor` waits forever when the
+/// TCP connection opens but the handshake never completes (a paused peer).
+template <class Handle>
+Handle connect(caf::actor_system& sys, const endpoint& e, deadline until, const char* what) {
+  caf::scoped_actor self{sys};
+  const auto mm = sys.middleman().actor_handle();
+  return connect_with<Handle>(sys, e, until, what, [&](std::chrono::milliseconds t) {
+    caf::expected<remote_published> out{caf::sec::cannot_connect_to_node};
+    self->request(mm, t, caf::connect_atom_v, e.host, e.port)
+        .receive(
+            [&](caf::node_id& nid, caf::strong_actor_ptr& p, std::set<std::string>& ifs) {
+              out = remote_published{std::move(nid), std::move(p), std::move(ifs)};
+            },
+            [&](caf::error& err) { out = std::move(err); });
+    return out;
+  });
 }
 
 /// The coordinator names partitions; the operator wants the node: "... partition 2's ..."

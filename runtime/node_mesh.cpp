@@ -7,8 +7,12 @@
 namespace degnn {
 
 node_mesh::node_mesh(caf::actor_system& sys, caf::scoped_actor& self, node_actor node,
-                     std::string local_key, bool tls, int parts)
-    : sys_(sys), self_(self), node_(std::move(node)), local_key_(std::move(local_key)), tls_(tls) {
+                     std::string local_key, peer_door& door, int parts)
+    : sys_(sys),
+      self_(self),
+      node_(std::move(node)),
+      local_key_(std::move(local_key)),
+      door_(door) {
   handles_.batchers.resize(static_cast<size_t>(parts));
   handles_.shards.resize(static_cast<size_t>(parts));
   handles_.stores.resize(static_cast<size_t>(parts));
@@ -80,10 +84,12 @@ void node_mesh::form(const membership& members, const std::vector<std::string>& 
   // connection between two nodes never carries a reply.
   auto connect_to = [&](size_t p) {
     const auto& m = members.view.members[p];
-    // One connection per pair of nodes: a joiner already reached the seed (rank 0).
+    // One connection per pair of nodes: a joiner already reached the seed (rank 0). With TLS a
+    // member's name in the view is its certificate's.
+    const std::string expected = door_.tls() && m.name.rfind("node-", 0) == 0 ? m.name : "";
     nodes_[p] = p == 0 && seed_node
                     ? seed_node
-                    : connect<node_actor>(sys_, {m.host, m.port}, until, "node", tls_);
+                    : connect<node_actor>(sys_, door_, {m.host, m.port}, until, "node", expected);
     ask_until_ready(p, "greeting", until, [&] {
       caf::error failure;
       self_

@@ -17,7 +17,7 @@ class node_mesh {
  public:
   /// `node`: this process's node actor; `local_key`: what this process's runtime shows it.
   node_mesh(caf::actor_system& sys, caf::scoped_actor& self, node_actor node, std::string local_key,
-            bool tls, int parts);
+            peer_door& door, int parts);
 
   /// Connects to every other member of `members` (this node greets each lower rank; each higher
   /// rank greets this node), takes every member's workers and hands them to this node's actor.
@@ -50,7 +50,7 @@ class node_mesh {
   caf::scoped_actor& self_;
   node_actor node_;
   std::string local_key_;
-  bool tls_;
+  peer_door& door_;
   membership members_;
   std::string me_;
   std::vector<node_actor> nodes_;
