@@ -179,6 +179,7 @@ peer_door::~peer_door() {
   stop_ = true;
   wake();
   if (thread_.joinable()) thread_.join();
+  flush_unlogged();
   conns_.clear();
   if (listener_ >= 0) ::close(listener_);
   ::close(wake_fd_);
@@ -240,14 +241,18 @@ std::uint16_t peer_door::listen(const endpoint& at, caf::strong_actor_ptr whom,
   return actual;
 }
 
+void peer_door::flush_unlogged() {
+  if (unlogged_ > 0 && settings_.log)
+    settings_.log("door: " + std::to_string(unlogged_) + " more refusals were not logged");
+  unlogged_ = 0;
+}
+
 void peer_door::note(const std::string& line) {
   const auto now = clock::now();
   if (now - window_start_ > kWindow) {
-    if (unlogged_ > 0 && settings_.log)
-      settings_.log("door: " + std::to_string(unlogged_) + " more refusals were not logged");
+    flush_unlogged();
     window_start_ = now;
     lines_in_window_ = 0;
-    unlogged_ = 0;
   }
   if (lines_in_window_ < kLinesPerWindow) {
     ++lines_in_window_;
@@ -434,6 +439,12 @@ void peer_door::run() {
         f();
     }
     const auto now = clock::now();
+    // The count of a flood's unlogged refusals comes when its window ends.
+    if (unlogged_ > 0 && now - window_start_ > kWindow) {
+      flush_unlogged();
+      window_start_ = now;
+      lines_in_window_ = 0;
+    }
     for (auto& c : conns_) {
       if (!c->dead && !c->authenticated() && now > c->deadline)
         refuse(*c, "not authenticated within " +

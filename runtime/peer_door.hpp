@@ -73,6 +73,7 @@ class peer_door {
   void hand_to_caf(connection& c);
   void refuse(connection& c, const std::string& why);
   void note(const std::string& line);
+  void flush_unlogged();
   void post(std::function<void()> f);
   void wake();
 
