@@ -1,4 +1,5 @@
-// cpp-httplib behind the endpoint's small interface (httplib.h stays out of every other file).
+// The endpoint's two pages, served by an http_gate (a stranger's slow or huge request costs it
+// one bounded connection, see http_gate.hpp).
 #include "runtime/http_endpoint.hpp"
 
 #include <chrono>
@@ -7,35 +8,30 @@
 #include <stdexcept>
 
 #include "runtime/cli_options.hpp"
-#include "runtime/server_thread.hpp"
+#include "runtime/http_gate.hpp"
 #include "runtime/status_board.hpp"
-
-// Last: httplib.h pulls in <resolv.h>, whose `_res` macro breaks Eigen's templates.
-#include <httplib.h>
 
 namespace degnn {
 
 struct http_endpoint::impl {
-  httplib::Server server;
-  std::optional<server_thread> thread;  ///< after the server: stopped before it goes
+  std::optional<http_gate> gate;
 };
 
 http_endpoint::http_endpoint(const endpoint& where, const status_board& board)
     : impl_(std::make_unique<impl>()) {
-  auto& s = impl_->server;
-  s.Get("/status", [&board](const httplib::Request&, httplib::Response& r) {
-    r.set_content(board.status_json() + "\n", "application/json");
+  impl_->gate.emplace(where, "--http", [&board](const http_request& q) -> http_reply {
+    const std::string path = q.target.substr(0, q.target.find('?'));
+    if (path == "/status") return {200, "application/json", board.status_json() + "\n"};
+    if (path == "/metrics")
+      return {200, "text/plain; version=0.0.4; charset=utf-8", board.prometheus()};
+    return {404, "text/plain", "not found: " + path + " (GET /status or /metrics)\n"};
   });
-  s.Get("/metrics", [&board](const httplib::Request&, httplib::Response& r) {
-    r.set_content(board.prometheus(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  impl_->thread.emplace(s, where, "--http", std::size_t{1} << 16, 10);
 }
 
 http_endpoint::~http_endpoint() = default;
 
 std::uint16_t http_endpoint::port() const {
-  return impl_->thread->port();
+  return impl_->gate->port();
 }
 
 std::unique_ptr<http_endpoint> node_http_endpoint(const option_set& opts, bool node0,
