@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses (clang 14, AddressSanitizer + UndefinedBehaviorSanitizer) into
+# build-fuzz/ and runs each for SECONDS (default 10) from its seed corpus in tests/fuzz/corpus,
+# on a copy (new inputs stay out of the repo). Ends non-zero on the first crash, leak or
+# sanitizer report; prints each target's executions and a JSON line.
+# Usage (as root on Debian 12): scripts/fuzz.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-10}
+scripts/setup.sh
+packages=(clang-14 libclang-rt-14-dev libomp-14-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "fuzz: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+build=${DEGNN_FUZZ_DIR:-build-fuzz}
+CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DDEGNN_FUZZ=ON -DDEGNN_NATIVE=OFF >/dev/null
+targets=(basp_frames http_head wire)
+cmake --build "$build" -j"${DEGNN_JOBS:-$(nproc)}" --target "${targets[@]/#/fuzz_}"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+total=0
+json=""
+for t in "${targets[@]}"; do
+  mkdir -p "$work/$t"
+  cp tests/fuzz/corpus/"$t"/* "$work/$t/" 2>/dev/null || true
+  log="$work/$t.log"
+  if ! "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -print_final_stats=1 \
+       -artifact_prefix="$work/$t-" "$work/$t" >"$log" 2>&1; then
+    tail -40 "$log"
+    echo "fuzz: $t FAILED (the input is in $work, kept)" >&2
+    trap - EXIT
+    exit 1
+  fi
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
+  echo "fuzz: $t: $runs executions in $seconds s, no crash"
+  total=$((total + runs))
+  json+="${json:+,}\"$t\":$runs"
+done
+echo "fuzz: $total executions in all"
+echo "{\"fuzz_seconds\":$seconds,\"executions\":{$json},\"total\":$total}"
