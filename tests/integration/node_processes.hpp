@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -80,23 +81,26 @@ class child_process {
 
 // Two consecutive free loopback ports (a node listens on P; P+1 is kept free as well).
 inline std::uint16_t free_port_pair() {
-  for (int attempt = 0; attempt < 50; ++attempt) {
-    int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  // Below the kernel's ephemeral range (32768-60999 on Linux), drawn at random: a port the kernel
+  // picked for someone is released and then handed to the next connect or `:0` listener of any
+  // process (every node's door makes a private loopback pair per connection), so a test that
+  // listened on it a moment later could find it taken. Here only another test's draw can collide.
+  static std::mt19937 draw(static_cast<std::uint32_t>(::getpid()) ^
+                           static_cast<std::uint32_t>(
+                               std::chrono::steady_clock::now().time_since_epoch().count()));
+  auto bindable = [](std::uint16_t port) {
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    socklen_t len = sizeof a;
-    ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-    const std::uint16_t p = ntohs(a.sin_port);
-    int t = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in b = a;
-    b.sin_port = htons(static_cast<std::uint16_t>(p + 1));
-    const bool next_free = p < 65534 && ::bind(t, reinterpret_cast<sockaddr*>(&b), sizeof b) == 0;
-    ::close(t);
+    a.sin_port = htons(port);
+    const bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
     ::close(s);
-    if (next_free) return p;
+    return ok;
+  };
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const auto p = static_cast<std::uint16_t>(20000 + draw() % 12700);
+    if (bindable(p) && bindable(static_cast<std::uint16_t>(p + 1))) return p;
   }
   return 0;
 }
