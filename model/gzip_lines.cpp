@@ -3,6 +3,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -35,15 +36,22 @@ void read_lines_chunked(
   } guard{gz};
   gzbuffer(gz, 1u << 18);
 
-  std::vector<char> buf(chunk_bytes + 1);
+  // The buffer starts at 64 KiB and doubles while reads fill it, up to chunk_bytes: most files
+  // are small (counts, splits, labels), and zeroing 8 MiB for each cost more than parsing them.
+  std::vector<char> buf(std::min<std::size_t>(chunk_bytes, 1u << 16) + 1);
   std::size_t carry = 0;  // bytes of an incomplete line kept from the previous read
   std::int64_t next_line = 1;
   std::vector<std::string_view> lines;
-  bool eof = false;
+  bool eof = false, last_read_filled = false;
   while (!eof) {
-    if (carry == buf.size() - 1) buf.resize(buf.size() * 2);  // one very long line
+    if (carry == buf.size() - 1) {
+      buf.resize(buf.size() * 2);  // one very long line
+    } else if (last_read_filled && buf.size() - 1 < chunk_bytes) {
+      buf.resize(std::min(2 * (buf.size() - 1), chunk_bytes) + 1);
+    }
     const auto want = static_cast<unsigned>(buf.size() - 1 - carry);
     const int got = gzread(gz, buf.data() + carry, want);
+    last_read_filled = got == static_cast<int>(want);
     if (got < 0) throw data_error::at(name, next_line, "corrupt gzip data: " + gz_message(gz));
     if (got == 0) {
       eof = true;

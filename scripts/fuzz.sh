@@ -21,15 +21,19 @@ fi
 build=${DEGNN_FUZZ_DIR:-build-fuzz}
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DDEGNN_FUZZ=ON -DDEGNN_NATIVE=OFF >/dev/null
-targets=(basp_frames http_head wire)
+targets=(basp_frames http_head wire files csv)
 cmake --build "$build" -j"${DEGNN_JOBS:-$(nproc)}" --target "${targets[@]/#/fuzz_}"
 work=$(mktemp -d)
+# The file harnesses rewrite a file per input: on tmpfs when there is one.
+if [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi
 trap 'rm -rf "$work"' EXIT
 total=0
 json=""
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t"
   cp tests/fuzz/corpus/"$t"/* "$work/$t/" 2>/dev/null || true
+  # The file harnesses also write seeds from the current formats (kept in the repo's corpus too).
+  case $t in files | csv) DEGNN_FUZZ_WRITE_SEEDS="$work/$t" "$build/tests/fuzz/fuzz_$t" >/dev/null ;; esac
   log="$work/$t.log"
   if ! "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -print_final_stats=1 \
        -artifact_prefix="$work/$t-" "$work/$t" >"$log" 2>&1; then

@@ -12,8 +12,8 @@ using degnn::basp_frames;
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 2) return 0;
   const std::size_t step = 1 + data[0] % 97;
-  const auto first = data[1] & 1 ? basp_frames::opening::client_handshake
-                                 : basp_frames::opening::server_handshake;
+  const auto first =
+      data[1] & 1 ? basp_frames::opening::client_handshake : basp_frames::opening::server_handshake;
   constexpr std::size_t kHandshake = 256, kFrame = 4096;
   basp_frames f(first, kHandshake, kFrame);
   const char* p = reinterpret_cast<const char*>(data + 2);
