@@ -154,6 +154,24 @@ checkpoint decode_checkpoint(std::string_view bytes, const std::string& file) {
   c.num_classes = r.get<std::int32_t>("num_classes");
   c.num_layers = r.get<std::int32_t>("num_layers");
   c.dropout = r.get<float>("dropout");
+  // Every layer holds at least an in x out weight: those floats must fit in what is left of the
+  // payload before the model is built, or a damaged or forged config (the CRC is no signature)
+  // would allocate whatever sizes it names. (Found by tests/fuzz/files_fuzz.cpp: 37 GB.)
+  if (c.in_dim > 0 && c.hidden > 0 && c.num_classes > 0 && c.num_layers > 0) {
+    const auto left = static_cast<unsigned __int128>(r.end - r.p);
+    unsigned __int128 bytes = 0;
+    for (std::int32_t l = 0; l < c.num_layers && bytes <= left; ++l) {
+      const std::int32_t in = l == 0 ? c.in_dim : c.hidden;
+      const std::int32_t out = l + 1 == c.num_layers ? c.num_classes : c.hidden;
+      bytes += 4 * static_cast<unsigned __int128>(in) * static_cast<unsigned __int128>(out);
+    }
+    if (bytes > left)
+      throw data_error::at(file, 0,
+                           "checkpoint's model config (" + std::to_string(c.num_layers) +
+                               " layers, in " + std::to_string(c.in_dim) + ", hidden " +
+                               std::to_string(c.hidden) + ") needs more weights than its " +
+                               std::to_string(size) + "-byte payload holds");
+  }
   std::optional<gnn_model> model;
   try {
     model.emplace(c);

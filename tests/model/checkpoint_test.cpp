@@ -4,11 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 
+#include "model/crc32.hpp"
 #include "model/data_error.hpp"
 #include "tests/model/temp_dir.hpp"
 
@@ -114,4 +116,29 @@ TEST(Checkpoint, AForeignOrMissingFileThrowsDataErrorNamingTheFile) {
   write_all(file, std::string(64, 'x'));
   expect_data_error_naming(file, "bad magic");
   expect_data_error_naming(dir.path / "missing.ckpt", "missing file");
+}
+
+// Found by tests/fuzz/files_fuzz.cpp: a config naming huge layers, under a CRC that matches
+// (anyone can compute one), made the loader allocate the model it named (37 GB) before it
+// looked at the parameters. It must be refused from the payload's size alone.
+TEST(Checkpoint, AConfigNamingLayersLargerThanThePayloadIsRefusedBeforeAnyAllocation) {
+  temp_dir dir;
+  auto [model, opt] = trained();
+  std::string bytes = encode_checkpoint(model, opt);
+  constexpr std::size_t kHeader = 24;  // magic, version, CRC, payload size
+  for (const auto& [field, value] : {std::pair{4, 1 << 20}, {8, 1 << 20}, {16, 1 << 30}}) {
+    std::string forged = bytes;
+    std::memcpy(forged.data() + kHeader + field, &value, sizeof value);  // in_dim, hidden, layers
+    const std::uint32_t crc = crc32_update(0, forged.data() + kHeader, forged.size() - kHeader);
+    std::memcpy(forged.data() + 12, &crc, sizeof crc);
+    const fs::path file = dir.path / "forged.ckpt";
+    write_all(file, forged);
+    try {
+      (void)load_checkpoint(file);
+      ADD_FAILURE() << "no exception for field " << field;
+    } catch (const data_error& e) {
+      EXPECT_NE(std::string(e.what()).find("needs more weights than its"), std::string::npos)
+          << e.what();
+    }
+  }
 }
