@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "runtime/cli_options.hpp"
-#include "runtime/server_thread.hpp"
+#include "runtime/http_gate.hpp"
 #include "serialization/wire_console.hpp"
 // Last: httplib.h pulls in <resolv.h>, whose `_res` macro breaks Eigen's templates.
 #include <httplib.h>
@@ -20,6 +20,7 @@ namespace {
 
 constexpr const char* kCapnp = "application/x-capnp";
 constexpr std::size_t kMaxChallenges = 256;
+constexpr std::size_t kMaxRequest = 64 << 10;
 constexpr auto kChallengeLife = std::chrono::seconds(60);
 
 std::string body_of(const wire::bytes& b) {
@@ -33,15 +34,13 @@ std::string refusal(const std::string& why) {
 }  // namespace
 
 struct console_gateway::impl {
-  impl(const tls_files& t)
-      : tls(t), server(t.certificate().c_str(), t.key().c_str(), t.ca().c_str()) {}
+  explicit impl(const tls_files& t) : tls(t) {}
   tls_files tls;
-  httplib::SSLServer server;  ///< refuses a client without a certificate of the CA
   std::mutex lock;
   /// Challenges issued and not answered yet, with when; each is taken once.
   std::map<std::string, std::chrono::steady_clock::time_point> challenges;
-  /// Last: stopped (and its handlers joined) before anything they use goes.
-  std::optional<server_thread> thread;
+  /// Last: stopped (and its thread joined) before anything its handler uses goes.
+  std::optional<http_gate> gate;
 
   std::vector<std::uint8_t> issue() {
     std::lock_guard<std::mutex> g(lock);
@@ -71,63 +70,67 @@ struct console_gateway::impl {
 console_gateway::console_gateway(const endpoint& where, const tls_files& tls,
                                  caf::actor_system& sys, node_actor node, std::string key)
     : impl_(std::make_unique<impl>(tls)) {
-  auto& s = impl_->server;
-  if (!s.is_valid())
-    throw std::runtime_error("--console: cannot use the TLS files of " + tls.name + " in " +
-                             tls.dir.string());
   impl* self = impl_.get();
-  s.Post("/challenge", [self](const httplib::Request&, httplib::Response& r) {
-    r.set_content(body_of(wire::encode(wire::context{}, wire::console_challenge{self->issue()})),
-                  kCapnp);
-  });
-  s.Post("/command", [self, &sys, node, key](const httplib::Request& q, httplib::Response& r) {
+  auto handle = [self, &sys, node, key](const http_request& q, http_gate::reply_fn reply) {
+    if (q.target == "/challenge") {
+      reply({200, kCapnp,
+             body_of(wire::encode(wire::context{}, wire::console_challenge{self->issue()}))});
+      return;
+    }
+    if (q.target != "/command") {
+      reply({404, "text/plain", "the console gateway serves /challenge and /command\n"});
+      return;
+    }
+    auto refuse = [&](const std::string& why) { reply({200, kCapnp, refusal(why)}); };
     wire::console_request req;
     try {
-      req = wire::decode_console_request(wire::context{.max_bytes = 64 << 10}, q.body);
+      req = wire::decode_console_request(wire::context{.max_bytes = kMaxRequest}, q.body);
     } catch (const wire::wire_error& e) {
-      r.set_content(refusal(e.what()), kCapnp);
+      refuse(e.what());
       return;
     }
     // The proof: a challenge this gateway gave (once, recently), signed with a key whose
     // certificate the CA made out to an operator, and the job token.
-    if (!self->take(req.challenge)) {
-      r.set_content(refusal("the console's proof answers no challenge of this gateway (or an "
-                            "old or used one)"),
-                    kCapnp);
-      return;
-    }
+    if (!self->take(req.challenge))
+      return refuse(
+          "the console's proof answers no challenge of this gateway (or an old or used one)");
     std::string name;
     const std::string why = verify_proof(self->tls, {req.certificate, req.signature, req.token_mac},
                                          req.challenge, name);
     if (!why.empty()) {
-      std::fprintf(stderr, "node 0: TLS console refused %s: %s\n", q.remote_addr.c_str(),
-                   why.c_str());
-      r.set_content(refusal("the console's " + why), kCapnp);
-      return;
+      std::fprintf(stderr, "node 0: TLS console refused %s: %s\n", q.remote.c_str(), why.c_str());
+      return refuse("the console's " + why);
     }
     if (name.rfind("operator-", 0) != 0) {
       std::fprintf(stderr, "node 0: TLS console refused %s: '%s' is not an operator\n",
-                   q.remote_addr.c_str(), name.c_str());
-      r.set_content(
-          refusal("'" + name + "' is not an operator certificate (degnn certs --operators)"),
-          kCapnp);
-      return;
+                   q.remote.c_str(), name.c_str());
+      return refuse("'" + name + "' is not an operator certificate (degnn certs --operators)");
     }
-    caf::scoped_actor ask{sys};
-    std::string answer;
-    ask->request(node, std::chrono::seconds(30), console_atom_v, key, name, req.command)
-        .receive(
-            [&](std::vector<char>& b) { answer.assign(b.begin(), b.end()); },
-            [&](caf::error& e) { answer = refusal("node 0 did not answer: " + sys.render(e)); });
-    r.set_content(answer, kCapnp);
-  });
-  impl_->thread.emplace(s, where, "--console", std::size_t{64} << 10, 100);
+    // The node actor answers on its own time; the gate's thread serves other clients meanwhile.
+    sys.spawn([reply, node, key, name, command = req.command, &sys](caf::event_based_actor* a) {
+      a->request(node, std::chrono::seconds(30), console_atom_v, key, name, command)
+          .then(
+              [reply](std::vector<char>& b) {
+                reply({200, kCapnp, std::string(b.begin(), b.end())});
+              },
+              [reply, &sys](caf::error& e) {
+                reply({200, kCapnp, refusal("node 0 did not answer: " + sys.render(e))});
+              });
+    });
+  };
+  // Mutual TLS (a client certificate of the cluster CA) before any byte of a request is read;
+  // a request is its head and a Cap'n Proto body of at most 64 KiB, in 5 s.
+  impl_->gate.emplace(
+      where, "--console", http_gate::async_handler(handle),
+      http_limits{
+          .max_body = kMaxRequest, .head_deadline = std::chrono::seconds(5), .post_only = true},
+      make_door_context(tls));
 }
 
 console_gateway::~console_gateway() = default;
 
 std::uint16_t console_gateway::port() const {
-  return impl_->thread->port();
+  return impl_->gate->port();
 }
 
 std::unique_ptr<console_gateway> node_console_gateway(const option_set& opts, bool node0,

@@ -1,5 +1,6 @@
-// Node 0's operator console for a TLS cluster: HTTPS with client certificates of the cluster CA
-// (cpp-httplib over OpenSSL) beside CAF, because CAF 0.17.6 drops a node's routes to every peer
+// Node 0's operator console for a TLS cluster: HTTPS with client certificates of the cluster CA,
+// served by an http_gate beside CAF (one polling thread, bounded requests, so 200 slow strangers
+// do not delay an operator's command), because CAF 0.17.6 drops a node's routes to every peer
 // when any TLS connection to it closes, so a console that detached from the CAF port stopped the
 // run. Each command is a POST of a Cap'n Proto ConsoleRequest carrying the operator's proof over a
 // challenge the gateway issued; the gateway checks it and hands node 0's node actor the command.

@@ -1,8 +1,9 @@
-// A small HTTP/1.x server for read-only endpoints that a stranger cannot stall or bloat: one
-// thread polls every connection, a request head is at most 16 KiB and must arrive within 2 s,
-// no body is taken, every reply closes its connection, and when the connection cap is reached
-// the oldest connection still sending its head makes room (so a trickling flood never keeps a
-// real client out). The handler runs on that thread: it must answer at once.
+// A small HTTP/1.x server that a stranger cannot stall or bloat: one thread polls every
+// connection, a request (TLS handshake, head of at most 16 KiB, body up to a set limit) must
+// arrive within a deadline, every reply closes its connection, and when the connection cap is
+// reached the oldest connection still sending its request makes room (so a trickling flood never
+// keeps a real client out). The status endpoint uses it plain and read-only; node 0's console
+// gateway with mutual TLS, POST bodies and replies that come later from another thread.
 #pragma once
 
 #include <atomic>
@@ -14,13 +15,18 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/door_tls.hpp"
 #include "runtime/endpoint.hpp"
 
 namespace degnn {
 
 struct http_request {
-  std::string method;  ///< GET or HEAD (others are answered 405 before the handler)
+  std::string method;  ///< one the gate takes (others are answered 405 before the handler)
   std::string target;  ///< the path, query included
+  std::string body;
+  std::string peer_name;           ///< TLS: the common name of the client's verified certificate
+  std::string remote;              ///< the client's address and port
+  std::size_t content_length = 0;  ///< as the head announced it
 };
 
 struct http_reply {
@@ -31,23 +37,37 @@ struct http_reply {
 
 struct http_limits {
   std::size_t max_head = 16 << 10;
+  std::size_t max_body = 0;  ///< 0: a request that announces a body is refused 413
+  /// From accept to the last byte of the request (TLS handshake, head and body).
   std::chrono::milliseconds head_deadline{2000};
   std::chrono::milliseconds write_deadline{5000};
+  /// How long an asynchronous handler may take before the client gets 503.
+  std::chrono::milliseconds answer_deadline{35000};
   std::size_t max_connections = 256;
+  bool post_only = false;  ///< a command endpoint: POST only, instead of read-only GET and HEAD
 };
 
 struct http_counts {
-  std::uint64_t served = 0;   ///< replies written whole
-  std::uint64_t refused = 0;  ///< 4xx before the handler, late or unfinished heads
-  std::uint64_t evicted = 0;  ///< slow heads closed to make room
+  std::uint64_t served = 0;   ///< requests handed to the handler
+  std::uint64_t refused = 0;  ///< 4xx before the handler, late or unfinished requests, failed TLS
+  std::uint64_t evicted = 0;  ///< slow requests closed to make room
 };
 
 class http_gate {
  public:
   using handler = std::function<http_reply(const http_request&)>;
+  /// Answers a request once, from any thread, now or later; after the gate is gone it is a no-op.
+  using reply_fn = std::function<void(http_reply)>;
+  using async_handler = std::function<void(const http_request&, reply_fn)>;
 
-  /// Binds `where` (port 0: any free one) or throws std::runtime_error naming `option`.
-  http_gate(const endpoint& where, const std::string& option, handler h, http_limits limits = {});
+  /// Binds `where` (port 0: any free one) or throws std::runtime_error naming `option`. The
+  /// handler runs on the gate's thread: it must answer at once. With `tls` every client must
+  /// complete a handshake under that context (which decides whether a certificate is required).
+  http_gate(const endpoint& where, const std::string& option, handler h, http_limits limits = {},
+            ssl_ctx_ptr tls = {});
+  /// As above, for a handler that replies through `reply_fn` when it has the answer.
+  http_gate(const endpoint& where, const std::string& option, async_handler h,
+            http_limits limits = {}, ssl_ctx_ptr tls = {});
   ~http_gate();
   http_gate(const http_gate&) = delete;
   http_gate& operator=(const http_gate&) = delete;
@@ -57,12 +77,14 @@ class http_gate {
 
  private:
   struct connection;
+  struct mailbox;
   void run();
 
-  handler handler_;
+  async_handler handler_;
   http_limits limits_;
+  ssl_ctx_ptr tls_;
   int listener_ = -1;
-  int wake_fd_ = -1;
+  std::shared_ptr<mailbox> mailbox_;  ///< replies from other threads, and the wake-up
   std::uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> served_{0}, refused_{0}, evicted_{0};
@@ -73,7 +95,8 @@ class http_gate {
 std::string render_reply(const http_reply& r, bool head_only);
 
 /// Parses a complete request head ("" and `out` filled) or says which status to answer with
-/// and why ("400 ...", "405 ...", "413 ...", "505 ...").
-std::string parse_request_head(const std::string& head, http_request& out);
+/// and why ("400 ...", "405 ...", "411 ...", "413 ...", "505 ...").
+std::string parse_request_head(const std::string& head, http_request& out,
+                               const http_limits& limits = {});
 
 }  // namespace degnn

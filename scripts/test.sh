@@ -1,12 +1,61 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test (ctest), then builds the fuzz harnesses and runs each for
-# 5 s (scripts/fuzz.sh; DEGNN_FUZZ_SECONDS=0 skips them). Ends non-zero when a test fails or a
-# fuzzer finds a crash or sanitizer report.
-# Usage (as root on a fresh Debian 12 machine): scripts/test.sh
+# Sets up, builds and runs every test (ctest); then the same suite built with AddressSanitizer
+# and UndefinedBehaviorSanitizer (build-asan/); then builds the fuzz harnesses and runs each for
+# 5 s (scripts/fuzz.sh; DEGNN_FUZZ_SECONDS=0 skips them). Ends non-zero when a test fails, a
+# sanitizer reports anything (in a test or any node process it started) or a fuzzer finds a crash.
+# Usage (as root on a fresh Debian 12 machine):
+#   scripts/test.sh              everything above (what CI runs)
+#   scripts/test.sh --plain      the plain build's suite only
+#   scripts/test.sh --sanitize   the ASan+UBSan build's suite only
+#   scripts/test.sh --tsan       ThreadSanitizer over the actor, runtime and node-process tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-all}
+case $mode in
+  all | --plain | --sanitize | --tsan) ;;
+  *) echo "usage: scripts/test.sh [--plain | --sanitize | --tsan]" >&2; exit 2 ;;
+esac
 scripts/setup.sh
-scripts/build.sh
-ctest --test-dir "${DEGNN_BUILD_DIR:-build}" --output-on-failure -j"$(nproc)" --timeout 900
-fuzz_seconds=${DEGNN_FUZZ_SECONDS:-5}
-if [ "$fuzz_seconds" != 0 ]; then scripts/fuzz.sh "$fuzz_seconds"; fi
+jobs=$(nproc)
+
+# Builds into $1 with the cmake options after it and runs ctest there with $CTEST_ARGS.
+suite() {
+  local dir=$1
+  shift
+  DEGNN_BUILD_DIR=$dir scripts/build.sh "$@"
+  # shellcheck disable=SC2086
+  ctest --test-dir "$dir" --output-on-failure -j"$jobs" --timeout 900 ${CTEST_ARGS:-}
+}
+
+# Runs the suite under sanitizers: every process writes its reports (if any) to $dir/reports,
+# which must stay empty; a process a test expects to fail would otherwise hide a report.
+sanitized_suite() {
+  local dir=$1 sanitizers=$2
+  local reports=$PWD/$dir/reports supp=$PWD/tests/sanitizers
+  rm -rf "$reports" && mkdir -p "$reports"
+  export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1:check_initialization_order=1"
+  export LSAN_OPTIONS="suppressions=$supp/lsan.supp"
+  export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp"
+  export TSAN_OPTIONS="log_path=$reports/tsan:suppressions=$supp/tsan.supp:second_deadlock_stack=1"
+  local rc=0
+  suite "$dir" -DDEGNN_SANITIZE="$sanitizers" -DDEGNN_BUILD_BENCHMARKS=OFF || rc=$?
+  unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS
+  if compgen -G "$reports/*" >/dev/null; then
+    echo "test: $sanitizers reports (in $reports):" >&2
+    head -n 60 "$reports"/* >&2
+    rc=1
+  fi
+  return $rc
+}
+
+case $mode in
+  all | --plain) suite "${DEGNN_BUILD_DIR:-build}" ;;
+esac
+case $mode in
+  all | --sanitize) sanitized_suite build-asan address,undefined ;;
+  --tsan) CTEST_ARGS="-L actors|runtime|integration" sanitized_suite build-tsan thread ;;
+esac
+if [ "$mode" = all ]; then
+  fuzz_seconds=${DEGNN_FUZZ_SECONDS:-5}
+  if [ "$fuzz_seconds" != 0 ]; then scripts/fuzz.sh "$fuzz_seconds"; fi
+fi
