@@ -2,6 +2,7 @@
 // never keep a real request from an answer within a second, and the request head parser refuses
 // what a read-only endpoint does not take.
 #include "runtime/http_gate.hpp"
+#include "tests/runtime/loopback_client.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -13,25 +14,10 @@
 #include <thread>
 
 using namespace degnn;
+using degnn::test::connect_to;
 using namespace std::chrono_literals;
 
 namespace {
-
-int connect_to(std::uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 std::string read_all(int fd) {
   std::string out;

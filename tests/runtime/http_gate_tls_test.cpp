@@ -16,27 +16,13 @@
 
 #include "runtime/cluster_certificates.hpp"
 #include "runtime/http_gate.hpp"
+#include "tests/runtime/loopback_client.hpp"
 
 using namespace degnn;
+using degnn::test::connect_to;
 using namespace std::chrono_literals;
 
 namespace {
-
-int connect_to(std::uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // Sends `parts` one after another (50 ms apart) and reads the reply to its end.
 std::string exchange(std::uint16_t port, const std::vector<std::string>& parts) {
