@@ -34,6 +34,12 @@ constexpr std::size_t kReadChunk = 64 << 10;
 constexpr std::size_t kAhead = 4 << 20;
 constexpr int kLinesPerWindow = 20;
 constexpr auto kWindow = std::chrono::seconds(10);
+// How long a closing door keeps relaying: until CAF wrote nothing but heartbeats for kDrainQuiet
+// and every byte it wrote went out (a peer that took nothing for kDrainStuck is given up), or
+// kDrainLimit at most.
+constexpr auto kDrainQuiet = std::chrono::milliseconds(250);
+constexpr auto kDrainStuck = std::chrono::seconds(1);
+constexpr auto kDrainLimit = std::chrono::seconds(3);
 
 void set_nonblocking(int fd) {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -85,6 +91,7 @@ struct peer_door::connection {
   basp_frames in;         ///< peer -> CAF
   std::vector<char> out;  ///< CAF -> peer
   std::size_t out_sent = 0;
+  clock::time_point last_write{};  ///< when the peer last took bytes (while the door closes)
   bool remote_eof = false, local_eof = false;
   bool read_wants_write = false, write_wants_read = false, handshake_wants_write = false;
   bool dead = false;
@@ -176,7 +183,7 @@ peer_door::peer_door(caf::actor_system& sys, door_settings s)
 }
 
 peer_door::~peer_door() {
-  stop_ = true;
+  draining_ = true;
   wake();
   if (thread_.joinable()) thread_.join();
   flush_unlogged();
@@ -400,6 +407,10 @@ void peer_door::pump(connection& c) {
         const ssize_t r = ::recv(c.local, buf, sizeof buf, 0);
         if (r > 0) {
           c.out.insert(c.out.end(), buf, buf + r);
+          // A lone frame header is a heartbeat, which CAF sends as long as it runs: it is not
+          // something the node still has to say.
+          if (static_cast<std::size_t>(r) > basp_frames::kHeaderBytes)
+            last_from_caf_ = clock::now();
           progress = true;
         } else if (r == 0) {
           c.local_eof = true;
@@ -415,7 +426,10 @@ void peer_door::pump(connection& c) {
         c.dead = true;
         return;
       }
-      if (c.out_sent != before) progress = true;
+      if (c.out_sent != before) {
+        c.last_write = clock::now();
+        progress = true;
+      }
     }
     if ((c.remote_eof && c.in.pending_bytes() == 0) || (c.local_eof && c.out_pending() == 0)) {
       c.dead = true;
@@ -428,7 +442,24 @@ void peer_door::pump(connection& c) {
 void peer_door::run() {
   std::vector<pollfd> fds;
   std::vector<connection*> owner;  // fds[i]'s connection (nullptr: listener or wake-up)
-  while (!stop_) {
+  std::optional<clock::time_point> drain_start;
+  while (true) {
+    if (draining_ && !drain_start) {
+      drain_start = last_from_caf_ = clock::now();
+      for (auto& c : conns_)
+        c->last_write = *drain_start;
+      if (listener_ >= 0) ::close(listener_);
+      listener_ = -1;
+    }
+    if (drain_start) {
+      const auto now = clock::now();
+      bool flushed = true;
+      for (const auto& c : conns_)
+        flushed =
+            flushed && (c->dead || c->out_pending() == 0 || now - c->last_write >= kDrainStuck);
+      if ((flushed && now - last_from_caf_ >= kDrainQuiet) || now - *drain_start >= kDrainLimit)
+        break;
+    }
     {
       std::vector<std::function<void()>> work;
       {
@@ -491,6 +522,7 @@ void peer_door::run() {
       if (c->ssl && SSL_pending(c->ssl) > 0 && c->in.pending_bytes() < kAhead)
         wait = std::chrono::milliseconds(0);
     }
+    if (drain_start) wait = std::min(wait, std::chrono::milliseconds(20));
     const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(wait.count()));
     if (ready < 0 && errno != EINTR) break;
     if (fds[0].revents & POLLIN) {

@@ -86,7 +86,11 @@ class peer_door {
   std::vector<std::unique_ptr<connection>> conns_;  ///< owned by the loop thread
   std::mutex posted_mutex_;
   std::vector<std::function<void()>> posted_;
-  std::atomic<bool> stop_{false};
+  // Set by the destructor: the loop stops accepting and ends once CAF has been quiet for a
+  // while and every byte it wrote reached the peer's socket (bounded), so a node's last replies
+  // (a refusal, a goodbye) are not cut off by its own exit.
+  std::atomic<bool> draining_{false};
+  clock::time_point last_from_caf_{};  ///< loop thread only
   std::atomic<std::uint64_t> accepted_{0}, refused_{0}, dropped_{0};
   // Rate limit of refusal lines (loop thread only).
   clock::time_point window_start_{};

@@ -139,6 +139,28 @@ std::vector<golden_case> cases() {
   return out;
 }
 
+// A sanitized build (-O1) rounds floats differently from the Release build the lines were
+// recorded with: there the losses, parameters and accuracies are left out and every count
+// (bytes, messages, work) must still match exactly.
+std::string without_float_fields(const std::string& line) {
+  std::istringstream in(line);
+  std::string field, out;
+  while (in >> field) {
+    for (const char* f : {"losses=", "params=", "valid=", "test="})
+      if (field.rfind(f, 0) == 0) field = std::string(f) + "*";
+    out += (out.empty() ? "" : " ") + field;
+  }
+  return out;
+}
+
+bool sanitized_build() {
+#ifdef DEGNN_SANITIZED
+  return true;
+#else
+  return false;
+#endif
+}
+
 std::map<std::string, std::string> read_golden() {
   std::map<std::string, std::string> lines;
   std::ifstream in(kGoldenFile);
@@ -164,7 +186,10 @@ TEST(GoldenPipelines, FixedSeedRunsGiveTheRecordedLossesBytesAndWork) {
     if (update) continue;
     const auto it = golden.find(c.name());
     ASSERT_NE(it, golden.end()) << "no golden line for " << c.name() << " in " << kGoldenFile;
-    EXPECT_EQ(line, it->second);
+    if (sanitized_build())
+      EXPECT_EQ(without_float_fields(line), without_float_fields(it->second));
+    else
+      EXPECT_EQ(line, it->second);
   }
   if (update) {
     fs::create_directories(kGoldenFile.parent_path());

@@ -14,6 +14,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include <future>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -151,6 +152,28 @@ TEST(PeerDoor, APeerReachesThePublishedActorAndLargeMessagesPassWhole) {
   EXPECT_EQ(back.back(), '!');
   EXPECT_EQ(a.door->counts().accepted, 1u);
   EXPECT_EQ(a.door->counts().refused, 0u);
+}
+
+// A node that ends right after it answered (node 0 refusing a greeting, then exiting) must not
+// cut its answer off: the closing door relays what CAF writes until CAF has been quiet for a
+// while. 1 MB, so the reply is still in flight when the door closes.
+TEST(PeerDoor, AClosingDoorStillDeliversWhatWasAlreadySent) {
+  side a(std::nullopt), b(std::nullopt);
+  std::promise<void> replied;
+  const std::uint16_t port = a.publish(a.sys->spawn([&replied]() -> echo_actor::behavior_type {
+    return {[&replied](std::string&) {
+      replied.set_value();
+      return std::string(1 << 20, 'r');
+    }};
+  }));
+  const echo_actor remote = reach(b, port);
+  ASSERT_TRUE(remote);
+  std::string back;
+  std::thread asker([&] { back = ask(b, remote, "last words?"); });
+  ASSERT_EQ(replied.get_future().wait_for(10s), std::future_status::ready);
+  a.door.reset();
+  asker.join();
+  EXPECT_EQ(back.size(), std::size_t{1} << 20) << back.substr(0, 200);
 }
 
 TEST(PeerDoor, StrangersAreRefusedAndLoggedAndAPeerKeepsWorking) {
