@@ -1,4 +1,4 @@
-// The batch actor's part of a coordinated checkpoint (DESIGN.md section 8). Phase 1: at a step
+// The batch actor's part of a coordinated checkpoint (docs/design.md section 9). Phase 1: at a step
 // boundary the coordinator asks every batch actor to save; it snapshots its replica in memory at
 // once (the next step may change it) and a short-lived detached actor writes the snapshot, so the
 // batch actor goes on serving while the disk works; the reply (size, CRC-32) comes when the file

@@ -1,4 +1,4 @@
-// The batch actors' ring all-reduce (DESIGN.md section 7): each worker sends its gradient's
+// The batch actors' ring all-reduce (docs/design.md section 4): each worker sends its gradient's
 // chunks to the next worker and sums or copies what the previous one sends, round by round
 // (model/ring_reduction.hpp), so no node carries more than 2(P-1)/P of the gradient each way.
 // A chunk that comes early waits for its round; every chunk is acknowledged, so a lost worker

@@ -40,7 +40,7 @@ struct cluster_traffic {
   std::array<std::uint64_t, kNumStages> stage_us{};  ///< workers' stage time, summed
 };
 
-/// What the coordinator is doing (DESIGN.md section 8: the console's `progress`).
+/// What the coordinator is doing (docs/design.md section 9: the console's `progress`).
 enum class coordinator_phase : std::uint8_t {
   idle,        ///< between commands
   stepping,    ///< a step: the workers' batches (and, pipelined, the previous step's gradient)

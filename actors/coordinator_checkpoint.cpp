@@ -1,7 +1,7 @@
-// The coordinator's side of a coordinated two-phase checkpoint (DESIGN.md section 8): phase 1 has
-// every batch actor snapshot and persist its replica; only when every one confirmed a file of the
-// same size and CRC-32 (the replicas agree) does phase 2 write the commit records. A resumed run
-// takes the newest commit, so a crash between the phases loses only the checkpoint in progress.
+// The coordinator's side of a coordinated two-phase checkpoint (docs/design.md section 9): phase 1
+// has every batch actor snapshot and persist its replica; only when every one confirmed a file of
+// the same size and CRC-32 (the replicas agree) does phase 2 write the commit records. A resumed
+// run takes the newest commit, so a crash between the phases loses only the checkpoint in progress.
 #include "actors/coordinator_internal.hpp"
 
 namespace degnn::coordinator_detail {

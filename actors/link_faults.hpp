@@ -1,7 +1,7 @@
-// The in-program fault policy (DESIGN.md section 8): messages between nodes damaged, duplicated
-// or delayed (and so reordered), decided from a seed and the message itself so a run replays its
-// faults; and the numbering of every message, by which receivers (message_guard.hpp) refuse
-// what they must.
+// The in-program fault policy (docs/design.md section 9): messages between nodes damaged,
+// duplicated or delayed (and so reordered), decided from a seed and the message itself so a run
+// replays its faults; and the numbering of every message, by which receivers (message_guard.hpp)
+// refuse what they must.
 #pragma once
 
 #include <atomic>

@@ -1,4 +1,4 @@
-// The shard's share of exact layer-wise evaluation (DESIGN.md section 2): h^(l) of every owned
+// The shard's share of exact layer-wise evaluation (docs/design.md section 2): h^(l) of every owned
 // node from h^(l-1), with the halo's rows pulled from their shards after each layer.
 #include <algorithm>
 #include <map>

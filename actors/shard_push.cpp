@@ -290,7 +290,7 @@ caf::result<wire_message> serve_push(self_ptr self, const wire_message& m) {
   if (s.pushes.empty()) s.pushes.resize(static_cast<size_t>(num_parts(st)));
   auto& slot = s.pushes[static_cast<size_t>(push.h.sender)];
   // GCN: a neighbour's row enters its target's sum as h_u / sqrt(d_u + 1); the owner applies
-  // the target's own factor (DESIGN.md section 2, the same normalisation as model/aggregate).
+  // the target's own factor (docs/design.md section 2, the same normalisation as model/aggregate).
   std::vector<float> scale;
   if (st.replica->config().model == "gcn") {
     scale.reserve(push.neighbors.size());

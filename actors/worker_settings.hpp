@@ -35,7 +35,7 @@ struct replica_start {
 /// messages stay within twice the cap however the rows' densities differ.
 inline constexpr std::size_t kMaxRowPayloadBytes = std::size_t{32} << 20;
 
-/// How the decentralized history is set up before the first step (DESIGN.md section 2): a
+/// How the decentralized history is set up before the first step (docs/design.md section 6): a
 /// layer-wise inference pass of the history's levels, whose first layer brings the halo's
 /// features (exact: steps read them).
 enum class history_setup : std::uint8_t {

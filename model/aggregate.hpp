@@ -1,4 +1,4 @@
-// Neighbour aggregation kernels over one sampled block (DESIGN.md section 2): sum, mean and
+// Neighbour aggregation kernels over one sampled block (docs/design.md section 2): sum, mean and
 // per-edge weighted sum (GCN), each with its backward. Free functions so that a shard can compute
 // partial neighbour sums and a batch owner can finish the mean, piecewise.
 #pragma once

@@ -1,5 +1,5 @@
-// The commit record of a coordinated cluster checkpoint (DESIGN.md section 8): a small text file
-// COMMIT in a replica's checkpoint folder naming the checkpoint file of the last step every
+// The commit record of a coordinated cluster checkpoint (docs/design.md section 9): a small text
+// file COMMIT in a replica's checkpoint folder naming the checkpoint file of the last step every
 // replica confirmed, with its size and CRC-32. A checkpoint counts only once its record is there.
 #pragma once
 

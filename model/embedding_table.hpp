@@ -1,4 +1,4 @@
-// The storage of one partition's historical embeddings (DESIGN.md section 7): per level, every
+// The storage of one partition's historical embeddings (docs/design.md section 6): per level, every
 // owned node's last committed row, its version (step + 1 of the step that computed it; 0: the
 // initial exact pass) and its quantized form (the quantizer's codes with a per-row min and scale)
 // that readers get. A committed row is quantized once, when it is first read: a step commits

@@ -1,5 +1,5 @@
-// The reader side of the historical embeddings (DESIGN.md section 7): the rows of a shard's halo
-// (remote in-neighbours) it last pulled, per level, with the version each row has and the step
+// The reader side of the historical embeddings (docs/design.md section 6): the rows of a shard's
+// halo (remote in-neighbours) it last pulled, per level, with the version each row has and the step
 // its owner last confirmed it at, so that a step pulls only rows older than the staleness bound.
 #pragma once
 

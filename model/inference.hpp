@@ -1,6 +1,6 @@
-// Exact layer-wise full-neighbour inference (DESIGN.md section 2, evaluation): layer l is applied
-// to every node before layer l+1, over ranges of destination nodes so the per-range blocks stay
-// small; no sampling. Plus the accuracy of logits on a node list.
+// Exact layer-wise full-neighbour inference (docs/design.md section 2, evaluation): layer l is
+// applied to every node before layer l+1, over ranges of destination nodes so the per-range blocks
+// stay small; no sampling. Plus the accuracy of logits on a node list.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Layers of the GNN (DESIGN.md section 2): dense product, GraphSAGE-mean, GCN, ReLU, dropout,
+// Layers of the GNN (docs/design.md section 2): dense product, GraphSAGE-mean, GCN, ReLU, dropout,
 // softmax cross-entropy and Glorot init. Forward and backward sit side by side; each is also a
 // free function so the decentralized pipeline can run the pieces on different workers.
 #pragma once

@@ -1,7 +1,7 @@
-// Locality-aware computation graphs (LAMP, DESIGN.md section 1): a shard expands the nodes it owns
-// from its own in-edges only; a neighbour owned elsewhere stays a leaf whose value at that level is
-// its historical embedding (level 0: its features). Forward and backward over such a graph, and
-// the batch owner's top layer fed by partial neighbour sums.
+// Locality-aware computation graphs (LAMP, docs/design.md section 1): a shard expands the nodes it
+// owns from its own in-edges only; a neighbour owned elsewhere stays a leaf whose value at that
+// level is its historical embedding (level 0: its features). Forward and backward over such a
+// graph, and the batch owner's top layer fed by partial neighbour sums.
 #pragma once
 
 #include <cstdint>

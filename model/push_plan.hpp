@@ -1,4 +1,4 @@
-// CG fusion on a shard (DESIGN.md sections 1 and 7): which sub-graphs compute the nodes that a
+// CG fusion on a shard (docs/design.md sections 1 and 5): which sub-graphs compute the nodes that a
 // step's computation pushes name, where each push's rows sit in them, and the two moves between
 // pushes and sub-graphs: gathering each target's partial neighbour sum from the sub-graphs'
 // outputs, and scattering the gradients of those sums back onto the sub-graphs' targets.

@@ -1,7 +1,7 @@
-// Row-wise scalar quantizer for historical embeddings (DESIGN.md sections 1-2): a codec in the
-// style of faiss's Quantizer (code_size, encode, decode). Each float32 row of width d is stored as
-// d codes of `bits` bits, packed tightly, plus its own min and scale; the embedding store and the
-// wire format (EmbeddingRows) carry exactly these three arrays.
+// Row-wise scalar quantizer for historical embeddings (docs/design.md sections 1 and 6): a codec in
+// the style of faiss's Quantizer (code_size, encode, decode). Each float32 row of width d is stored
+// as d codes of `bits` bits, packed tightly, plus its own min and scale; the embedding store and
+// the wire format (EmbeddingRows) carry exactly these three arrays.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
-// The ring all-reduce's arithmetic (DESIGN.md section 7): one worker's gradient cut into a chunk
-// per worker, summed around the ring (reduce-scatter), then passed on whole (all-gather), so each
-// worker sends and receives 2(P-1)/P of the gradient whatever P. Actors only move the chunks.
+// The ring all-reduce's arithmetic (docs/design.md section 4): one worker's gradient cut into a
+// chunk per worker, summed around the ring (reduce-scatter), then passed on whole (all-gather), so
+// each worker sends and receives 2(P-1)/P of the gradient whatever P. Actors only move the chunks.
 #pragma once
 
 #include <cstddef>

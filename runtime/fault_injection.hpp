@@ -1,4 +1,4 @@
-// Fault injection in the program (DESIGN.md section 8), for fault-injection test runs without
+// Fault injection in the program (docs/design.md section 9), for fault-injection test runs without
 // root: a node that crashes at a named point, and the fault policy on the send path (damaged and
 // duplicated messages between nodes) read from --faults-* options or a [faults] config section.
 // The runtime hands these to the worker actors.

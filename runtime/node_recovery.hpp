@@ -1,5 +1,5 @@
-// Recovery from a lost member inside a running cluster (--recover adopt|replace, DESIGN.md
-// section 8): node 0 finds the lost members, makes the next view (their partitions go to
+// Recovery from a lost member inside a running cluster (--recover adopt|replace, docs/design.md
+// section 9): node 0 finds the lost members, makes the next view (their partitions go to
 // survivors or to replacements that join through the seed) and announces it; every worker rolls
 // back to the last checkpoint. A replacement's start comes from the seed.
 #pragma once

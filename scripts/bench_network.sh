@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Epoch time and bytes of the centralized vs decentralized pipelines, each of 4 nodes a process in its
-# own network namespace, every node's link rate-limited both ways by tc tbf (DESIGN.md section 5).
+# own network namespace, every node's link rate-limited both ways by tc tbf
+# (docs/design.md section 8).
 # Usage (as root): [DEGNN_RATES="1gbit 10gbit" DEGNN_DATASETS="pubmed synth" DEGNN_LAYERS="2 3"
 #   DEGNN_ALLREDUCE="ring star" ...] scripts/bench_network.sh
 set -euo pipefail

@@ -1,7 +1,7 @@
-// Coordinated checkpoints of the in-process cluster (DESIGN.md section 8): every replica writes
-// the same file and a commit record; a run resumed from the newest commit redoes the steps after
-// it exactly (centralized: bit-identical to the uninterrupted run; decentralized, whose history
-// is rebuilt on resume: bit-identical to any other resume from that commit); a damaged or
+// Coordinated checkpoints of the in-process cluster (docs/design.md section 9): every replica
+// writes the same file and a commit record; a run resumed from the newest commit redoes the steps
+// after it exactly (centralized: bit-identical to the uninterrupted run; decentralized, whose
+// history is rebuilt on resume: bit-identical to any other resume from that commit); a damaged or
 // foreign checkpoint is refused with the file named.
 #include <gtest/gtest.h>
 

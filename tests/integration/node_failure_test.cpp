@@ -1,5 +1,5 @@
 // Multi-process tests of how a node cluster fails: every error ends every process in bounded time
-// with one line naming the node and the cause (DESIGN.md section 8, issue "Hardening"). Real
+// with one line naming the node and the cause (docs/design.md section 9, issue "Hardening"). Real
 // `degnn node` processes on 127.0.0.1; each is killed and reaped whatever the test's outcome.
 #include <gtest/gtest.h>
 
