@@ -34,7 +34,7 @@ sanitized_suite() {
   local reports=$PWD/$dir/reports supp=$PWD/tests/sanitizers
   rm -rf "$reports" && mkdir -p "$reports"
   export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1:check_initialization_order=1"
-  export LSAN_OPTIONS="suppressions=$supp/lsan.supp"
+  export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp"
   export TSAN_OPTIONS="log_path=$reports/tsan:suppressions=$supp/tsan.supp:second_deadlock_stack=1"
   local rc=0

@@ -249,6 +249,20 @@ TEST_F(Console, OverTlsOnlyAnOperatorAttachesAndTheRunGoesOnAfterConsolesLeave) 
     return j.is_discarded() ? -1 : j.value("steps", std::int64_t{-1});
   };
   std::int64_t last = steps();
+  // What a command costs here without strangers (the median of three): a sanitized build spends
+  // seconds starting the console process alone, so there the bound is on the difference.
+  std::vector<double> quiet;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    last = steps();
+    quiet.push_back(seconds_since(t0));
+  }
+  std::sort(quiet.begin(), quiet.end());
+#ifdef DEGNN_SANITIZED
+  const double bound = quiet[1] + 1.0;
+#else
+  const double bound = 1.0;
+#endif
   {
     // 200 strangers that connect and say nothing and 50 that stop after their TLS hello (the
     // gateway used to give each a thread for 5 s: a command took 5.9-7.1 s): a real command
@@ -266,9 +280,10 @@ TEST_F(Console, OverTlsOnlyAnOperatorAttachesAndTheRunGoesOnAfterConsolesLeave) 
       last = now;
     }
     std::sort(took.begin(), took.end());
-    EXPECT_LT(took[1], 1.0) << "slowest " << took[2] << " s";
-    std::printf("console command under 250 strangers: median %.3f s, slowest %.3f s\n", took[1],
-                took[2]);
+    EXPECT_LT(took[1], bound) << "slowest " << took[2] << " s, without strangers " << quiet[1];
+    std::printf(
+        "console command under 250 strangers: median %.3f s, slowest %.3f s (without: %.3f s)\n",
+        took[1], took[2], quiet[1]);
   }
   for (int i = 0; i < 3; ++i) {
     std::this_thread::sleep_for(500ms);

@@ -48,7 +48,7 @@ std::vector<std::string> node_args(const fs::path& dir, int k, int epochs,
 
 std::vector<double> step_losses(const std::string& log) {
   std::vector<double> out;
-  std::stringstream ls(summary_field(log, R"("step_losses":\[([^\]]*)\])"));
+  std::stringstream ls(summary_array(log, "step_losses"));
   for (std::string item; std::getline(ls, item, ',');)
     out.push_back(std::stod(item));
   return out;

@@ -162,7 +162,7 @@ class HostilePeer : public ::testing::Test {
     const std::string log0 = read_file(dir_->path / (name + "0.log"));
     EXPECT_EQ(rc0, 0) << log0;
     EXPECT_EQ(rc1, 0) << read_file(dir_->path / (name + "1.log"));
-    out.losses = summary_field(log0, R"("step_losses":\[([^\]]*)\])");
+    out.losses = summary_array(log0, "step_losses");
     const std::string rejected = summary_field(log0, R"("rejected":(\d+))");
     out.rejected = rejected.empty() ? 0 : std::stoull(rejected);
     EXPECT_FALSE(out.losses.empty()) << log0;

@@ -85,9 +85,9 @@ inline std::uint16_t free_port_pair() {
   // picked for someone is released and then handed to the next connect or `:0` listener of any
   // process (every node's door makes a private loopback pair per connection), so a test that
   // listened on it a moment later could find it taken. Here only another test's draw can collide.
-  static std::mt19937 draw(static_cast<std::uint32_t>(::getpid()) ^
-                           static_cast<std::uint32_t>(
-                               std::chrono::steady_clock::now().time_since_epoch().count()));
+  static std::mt19937 draw(
+      static_cast<std::uint32_t>(::getpid()) ^
+      static_cast<std::uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   auto bindable = [](std::uint16_t port) {
     const int s = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
@@ -167,6 +167,18 @@ inline std::string summary_field(const std::string& log, const std::string& patt
   std::smatch m;
   if (!std::regex_search(log, m, std::regex(pattern))) return {};
   return m[1].str();
+}
+
+/// The inside of the array `"key":[...]` in a node's log ("" when absent). Not a regex: libstdc++
+/// matches `[^\]]*` by recursion, one frame per character, and a long run's loss list overflowed
+/// the stack under AddressSanitizer.
+inline std::string summary_array(const std::string& log, const std::string& key) {
+  const std::string open = "\"" + key + "\":[";
+  const auto at = log.find(open);
+  if (at == std::string::npos) return {};
+  const auto from = at + open.size();
+  const auto to = log.find(']', from);
+  return to == std::string::npos ? std::string{} : log.substr(from, to - from);
 }
 
 inline bool contains(const std::string& text, const std::string& part) {

@@ -73,7 +73,7 @@ class SeedJoin : public ::testing::Test {
 
   // node 0's losses and bytes must be the in-process cluster's.
   static void expect_like_one_process(const std::string& log0) {
-    const std::string losses = summary_field(log0, R"("step_losses":\[([^\]]*)\])");
+    const std::string losses = summary_array(log0, "step_losses");
     ASSERT_FALSE(losses.empty()) << log0;
     std::vector<double> remote;
     std::stringstream ls(losses);

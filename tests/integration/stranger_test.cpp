@@ -176,7 +176,7 @@ run_result run_cluster(const fs::path& dir, bool tls, bool attacked, const std::
   for (int i = 0; i < 3; ++i)
     EXPECT_EQ(nodes[static_cast<size_t>(i)]->wait(180s), 0) << read_file(log(i));
   const std::string out0 = read_file(log(0));
-  r.losses = summary_field(out0, R"("step_losses":\[([^\]]*)\])");
+  r.losses = summary_array(out0, "step_losses");
   std::ifstream in(metrics);
   for (std::string line; std::getline(in, line);) {
     const std::string e = summary_field(line, R"("epoch_s":([0-9.]+))");

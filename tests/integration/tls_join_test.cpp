@@ -73,7 +73,7 @@ TEST_F(TlsJoin, NodesOfTheClusterFormItOverTlsAndTrainAsWithoutIt) {
     if (with_tls) {
       EXPECT_TRUE(contains(out0, "formed view 1 with 2 nodes (0=node-0, 1=node-2)")) << out0;
     }
-    losses[with_tls] = summary_field(out0, R"("step_losses":\[([^\]]*)\])");
+    losses[with_tls] = summary_array(out0, "step_losses");
     EXPECT_FALSE(losses[with_tls].empty()) << out0;
   }
   EXPECT_EQ(losses[0], losses[1]);
