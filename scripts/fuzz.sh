@@ -52,8 +52,8 @@ for t in "${targets[@]}"; do
     exit 1
   fi
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
-  took=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$')
-  echo "fuzz: $t: $runs executions ($took per second, at most $seconds s), no crash"
+  per_second=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$')
+  echo "fuzz: $t: $runs executions ($per_second per second, at most $seconds s), no crash"
   total=$((total + runs))
   json+="${json:+,}\"$t\":$runs"
 done

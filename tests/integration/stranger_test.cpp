@@ -13,6 +13,7 @@
 
 #include "runtime/cluster_certificates.hpp"
 #include "tests/integration/node_processes.hpp"
+#include "tests/runtime/loopback_client.hpp"
 
 using namespace degnn;
 using namespace degnn::test;
@@ -45,22 +46,6 @@ double rss_mib(pid_t pid) {
   return 0;
 }
 
-int tcp_to(std::uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  timeval tv{3, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // A TLS client handshake to `port` with `folder`'s node-1 certificate, or none; then one read
 // (a TLS 1.3 client finishes before the server has looked at its certificate).
 void tls_probe(std::uint16_t port, const fs::path* folder) {
@@ -70,7 +55,7 @@ void tls_probe(std::uint16_t port, const fs::path* folder) {
     SSL_CTX_use_certificate_file(ctx, (*folder / "node-1.crt").c_str(), SSL_FILETYPE_PEM);
     SSL_CTX_use_PrivateKey_file(ctx, (*folder / "node-1.key").c_str(), SSL_FILETYPE_PEM);
   }
-  const int fd = tcp_to(port);
+  const int fd = connect_to(port, 3);
   if (fd >= 0) {
     SSL* ssl = SSL_new(ctx);
     SSL_set_fd(ssl, fd);
@@ -88,13 +73,13 @@ void tls_probe(std::uint16_t port, const fs::path* folder) {
 int attack(std::uint16_t port, bool tls, const fs::path& other_ca, std::mt19937& rng) {
   int made = 0;
   for (int i = 0; i < kEach; ++i, ++made)
-    ::close(tcp_to(port));
+    ::close(connect_to(port, 3));
   std::string junk(100'000, '\0');
   for (int i = 0; i < kEach; ++i, ++made) {
     for (auto& c : junk)
       c = static_cast<char>(rng());
     junk[0] = '\x09';  // neither a BASP client handshake nor a TLS record
-    const int fd = tcp_to(port);
+    const int fd = connect_to(port, 3);
     ::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
     ::close(fd);
   }
@@ -159,7 +144,7 @@ run_result run_cluster(const fs::path& dir, bool tls, bool attacked, const std::
     }();
     for (auto port : ports) {
       for (int i = 0; i < kHeld; ++i) {
-        held.push_back(tcp_to(port));
+        held.push_back(connect_to(port, 3));
         ::send(held.back(), header.data(), header.size(), MSG_NOSIGNAL);
       }
     }
