@@ -189,6 +189,36 @@ dataset load_ogb_csv(const fs::path& dir, bool verbose, bool sparse_features) {
   const std::int64_t declared_edges =
       fs::exists(edge_count_file) ? read_single_count(edge_count_file) : -1;
 
+  // -- labels, first: one short line per node, so they check the declared node count before
+  // anything is allocated by it (a forged num-node-list of 688M nodes made the CSR ask for
+  // 5.5 GB; found by fuzz_csv) --
+  {
+    const fs::path file = dir / "node-label.csv.gz";
+    first_error err;
+    read_lines_chunked(file, [&](std::span<const std::string_view> lines, std::int64_t first) {
+      for (size_t i = 0; i < lines.size(); ++i) {
+        const std::int64_t line = first + static_cast<std::int64_t>(i);
+        std::int64_t v = 0;
+        if (lines[i].find(',') != std::string_view::npos) {
+          err.record(line, "expected 1 column (the class id), found more");
+        } else if (auto e = parse_int(lines[i], v, "label"); !e.empty()) {
+          err.record(line, e);
+        } else if (v < 0 || v > 1'000'000) {
+          err.record(line, "label " + std::to_string(v) +
+                               " out of range (class ids are 0..num_classes-1)");
+        }
+        d.labels.push_back(static_cast<std::int32_t>(v));
+      }
+    });
+    err.throw_if_any(file.string());
+    if (static_cast<node_id>(d.labels.size()) != n) {
+      throw data_error::at(file.string(), static_cast<std::int64_t>(d.labels.size()) + 1,
+                           "has " + std::to_string(d.labels.size()) +
+                               " labels, expected one per node (" + std::to_string(n) + ")");
+    }
+    d.num_classes = d.labels.empty() ? 0 : *std::max_element(d.labels.begin(), d.labels.end()) + 1;
+  }
+
   // -- edges --
   std::vector<node_id> src, dst;
   if (declared_edges >= 0) {
@@ -345,35 +375,6 @@ dataset load_ogb_csv(const fs::path& dir, bool verbose, bool sparse_features) {
   }
   log(verbose, "  features: %lld x %lld%s\n", static_cast<long long>(n),
       static_cast<long long>(d.features.cols()), sparse_features ? " (compressed rows)" : "");
-
-  // -- labels --
-  {
-    const fs::path file = dir / "node-label.csv.gz";
-    first_error err;
-    d.labels.reserve(static_cast<size_t>(n));
-    read_lines_chunked(file, [&](std::span<const std::string_view> lines, std::int64_t first) {
-      for (size_t i = 0; i < lines.size(); ++i) {
-        const std::int64_t line = first + static_cast<std::int64_t>(i);
-        std::int64_t v = 0;
-        if (lines[i].find(',') != std::string_view::npos) {
-          err.record(line, "expected 1 column (the class id), found more");
-        } else if (auto e = parse_int(lines[i], v, "label"); !e.empty()) {
-          err.record(line, e);
-        } else if (v < 0 || v > 1'000'000) {
-          err.record(line, "label " + std::to_string(v) +
-                               " out of range (class ids are 0..num_classes-1)");
-        }
-        d.labels.push_back(static_cast<std::int32_t>(v));
-      }
-    });
-    err.throw_if_any(file.string());
-    if (static_cast<node_id>(d.labels.size()) != n) {
-      throw data_error::at(file.string(), static_cast<std::int64_t>(d.labels.size()) + 1,
-                           "has " + std::to_string(d.labels.size()) +
-                               " labels, expected one per node (" + std::to_string(n) + ")");
-    }
-    d.num_classes = d.labels.empty() ? 0 : *std::max_element(d.labels.begin(), d.labels.end()) + 1;
-  }
 
   // -- split --
   d.train = read_split(dir / "split" / "train.csv.gz", n);

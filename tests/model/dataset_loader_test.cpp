@@ -232,6 +232,18 @@ TEST(DatasetLoader, ReportsTooFewFeatureRows) {
   EXPECT_NE(e.find("has 2 rows"), std::string::npos) << e;
 }
 
+// The labels are read first and hold the declared node count to the files: a forged count is
+// an error naming the label file, before the graph or the features are sized by it (fuzz_csv
+// found a num-node-list of 688,555,555 that made the CSR ask for 5.5 GB).
+TEST(DatasetLoader, ADeclaredNodeCountTheLabelsContradictIsAnErrorBeforeAnythingIsSized) {
+  temp_dir t;
+  write_tiny(t.path);
+  write_gz(t.path / "num-node-list.csv.gz", "5\n");
+  const std::string e = load_error(t.path);
+  EXPECT_NE(e.find("node-label.csv.gz"), std::string::npos) << e;
+  EXPECT_NE(e.find("has 4 labels, expected one per node (5)"), std::string::npos) << e;
+}
+
 TEST(DatasetLoader, KeepsDirectedGraphsDirectedWhenTheMetadataSaysSo) {
   temp_dir t;
   write_tiny(t.path);
