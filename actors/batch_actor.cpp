@@ -284,31 +284,13 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
         });
       },
       [self](trace_atom, const wire_message& m) -> caf::result<wire_message> {
-        auto& st = self->state;
-        if (auto why = outsider(self->current_sender(), self->node(), st.members); !why.empty()) {
-          ++st.rejected;
-          return as_error(st, actor_errc::rejected, "refused " + why);
-        }
-        try {
-          auto msg = answer_trace(st.part->part, st.ctx, st.stages, m);
-          count(st, kCoordinatorPart, msg);
-          return msg;
-        } catch (const wire::wire_error& e) {
-          ++st.rejected;
-          return as_error(st, actor_errc::rejected, e.what());
-        }
+        return worker_detail::answer_trace_request(self, m);
       },
       [self](view_atom, const peer_view& v) {
-        auto& st = self->state;
-        if (!outsider(self->current_sender(), self->node(), {}).empty() ||
-            !acceptable_view(v, st.has_view, static_cast<size_t>(st.book->num_parts()))) {
-          ++st.rejected;
-          return;
-        }
-        st.batchers = handles_of<batch_actor>(v.batchers);
-        st.shards = handles_of<shard_actor>(v.shards);
-        st.members = member_nodes(v);
-        st.has_view = true;
+        worker_detail::take_view(self, v, [](batch_state& st, const peer_view& v) {
+          st.batchers = handles_of<batch_actor>(v.batchers);
+          st.shards = handles_of<shard_actor>(v.shards);
+        });
       },
   };
 }

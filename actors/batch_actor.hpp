@@ -30,6 +30,7 @@ namespace degnn {
 
 struct batch_state {
   static constexpr const char* name = "degnn.batch";
+  static constexpr const char* role = "batch actor";  ///< in its errors
   std::shared_ptr<const graph_partition> part;
   std::shared_ptr<const partition_book> book;
   std::vector<batch_actor> batchers;  ///< every worker's batch actor (from the peer view)

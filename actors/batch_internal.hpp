@@ -9,20 +9,15 @@
 
 #include "actors/batch_actor.hpp"
 #include "actors/gather.hpp"
+#include "actors/worker_handlers.hpp"
 
 namespace degnn::batch_detail {
 
 using self_ptr = batch_actor::stateful_pointer<batch_state>;
 using promise = caf::typed_response_promise<wire_message>;
 
-inline caf::error as_error(const batch_state& st, actor_errc code, const std::string& what) {
-  return actor_error(code, "batch actor " + std::to_string(st.part->part) + ": " + what);
-}
-
-/// Counts a message this actor sends, when it leaves the node.
-inline void count(batch_state& st, int to_part, const wire_message& m) {
-  if (to_part != st.part->part) st.sent.add(static_cast<wire::kind>(m.kind), m.bytes.size());
-}
+using worker_detail::as_error;
+using worker_detail::count;
 
 /// The batch index a step control names; throws wire::wire_error unless a whole number >= 0.
 std::uint64_t batch_index(const wire::control& c);

@@ -12,8 +12,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "actors/delayed_relay.hpp"
-#include "actors/link_faults.hpp"
+#include "actors/faults/delayed_relay.hpp"
+#include "actors/faults/link_faults.hpp"
 #include "actors/messages.hpp"
 
 namespace degnn {

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "actors/coordinator.hpp"
 #include "model/crc32.hpp"
 
 namespace degnn {

@@ -1,16 +1,22 @@
-// The actor protocol of DEGNN: the CAF type-ID block, one atom per message kind, the typed actor
-// interfaces of the shard, embedding-store and batch actors, and the actors' error codes.
+// The actor protocol of DEGNN, all of it: the CAF type-ID blocks (the workers', then the
+// coordinator's), one atom per message kind, the coordinator's result types, the typed actor
+// interfaces of the shard, embedding-store and batch actors, and the actors' error codes. (The
+// node process's own messages are runtime/node/node_protocol.hpp's, the block after these.)
 // Every payload that may cross a node is a wire_message (kind + Cap'n Proto bytes), so the bytes
 // that cross a process boundary are exactly the bytes that travel in-process and get counted.
 #pragma once
 
 #include <caf/all.hpp>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "actors/compute_counters.hpp"
+#include "actors/stage_log.hpp"
+#include "serialization/traffic.hpp"
 #include "serialization/wire.hpp"
 
 namespace degnn {
@@ -99,6 +105,104 @@ enum class actor_errc : std::uint8_t {
 };
 const char* to_string(actor_errc x);
 
+struct step_result {
+  double loss_sum = 0;
+  std::uint64_t seeds = 0, correct = 0;
+};
+
+struct eval_result {
+  std::array<std::uint64_t, 3> correct{};  ///< train, valid, test
+  std::array<std::uint64_t, 3> total{};
+  double accuracy(int split) const {
+    const auto s = static_cast<size_t>(split);
+    return total[s] ? static_cast<double>(correct[s]) / static_cast<double>(total[s]) : 0;
+  }
+};
+
+struct cluster_traffic {
+  wire::traffic sent;                                ///< all messages that crossed nodes
+  std::uint64_t rejected = 0;                        ///< requests any actor refused
+  compute_counters work;                             ///< decentralized: summed over the shards
+  std::array<std::uint64_t, kNumStages> stage_us{};  ///< workers' stage time, summed
+};
+
+/// What the coordinator is doing (docs/design.md section 9: the console's `progress`).
+enum class coordinator_phase : std::uint8_t {
+  idle,        ///< between commands
+  stepping,    ///< a step: the workers' batches (and, pipelined, the previous step's gradient)
+  reducing,    ///< averaging gradients and having every replica apply the average
+  evaluating,  ///< exact layer-wise inference
+  history,     ///< decentralized set-up: history from the evaluation, halo refresh
+  reporting,   ///< collecting parameters, counters or traces
+  failed,      ///< a command failed; every later one is refused with the same error
+};
+const char* to_string(coordinator_phase p);
+
+struct coordinator_status {
+  /// A coordinator_phase (kept as its number, the form it travels in).
+  std::uint8_t phase_code = static_cast<std::uint8_t>(coordinator_phase::idle);
+  std::uint32_t epoch = 0;
+  std::uint64_t step = 0;           ///< global step of the last step command
+  std::uint64_t steps_done = 0;     ///< step commands answered
+  std::uint64_t applies = 0;        ///< averaged gradients every replica applied
+  std::uint64_t queued = 0;         ///< commands waiting behind the running one
+  double last_loss = 0;             ///< mean loss of the last step (over its labelled seeds)
+  std::uint64_t allreduce_us = 0;   ///< time spent averaging and applying, in total
+  std::uint64_t step_phase_us = 0;  ///< time spent in step commands, in total
+  /// Wall time split: only a step phase running, only an all-reduce (with, decentralized, the
+  /// shards' backward that feeds it), both at once (pipelined steps). Totals.
+  std::uint64_t steps_only_us = 0, allreduce_only_us = 0, overlap_us = 0;
+  std::uint64_t commits = 0;              ///< coordinated checkpoints committed
+  std::uint64_t committed_next_step = 0;  ///< the last commit's step to resume with
+  /// The last checkpoint every replica wrote and confirmed (phase 1), its records maybe not yet
+  /// written: each node holds its file, so a recovery may roll back to it. 0: none yet.
+  std::uint64_t durable_next_step = 0;
+  std::string error;  ///< why the coordinator failed, if it did
+
+  coordinator_phase phase() const { return static_cast<coordinator_phase>(phase_code); }
+  void set_phase(coordinator_phase p) { phase_code = static_cast<std::uint8_t>(p); }
+};
+
+/// Every replica's parameters, partition order.
+struct replica_parameters {
+  std::vector<std::vector<float>> values;
+};
+
+/// A cluster_traffic as the coordinator sends it: to_list() / from_list() layout.
+struct cluster_report {
+  std::vector<std::uint64_t> counts;
+  /// Every actor's own report, in order: the batch actors, the shards, the stores (one per
+  /// partition each), as they sent it (traffic counters, then for workers work and stage times).
+  std::vector<std::vector<std::uint64_t>> per_actor;
+  static cluster_report from(const cluster_traffic& t);
+  cluster_traffic traffic() const;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_result& x) {
+  return f(caf::meta::type_name("degnn.step_result"), x.loss_sum, x.seeds, x.correct);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
+  return f(caf::meta::type_name("degnn.eval_result"), x.correct[0], x.correct[1], x.correct[2],
+           x.total[0], x.total[1], x.total[2]);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, coordinator_status& x) {
+  return f(caf::meta::type_name("degnn.coordinator_status"), x.phase_code, x.epoch, x.step,
+           x.steps_done, x.applies, x.queued, x.last_loss, x.allreduce_us, x.step_phase_us,
+           x.steps_only_us, x.allreduce_only_us, x.overlap_us, x.commits, x.committed_next_step,
+           x.durable_next_step, x.error);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replica_parameters& x) {
+  return f(caf::meta::type_name("degnn.replica_parameters"), x.values);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cluster_report& x) {
+  return f(caf::meta::type_name("degnn.cluster_report"), x.counts, x.per_actor);
+}
+
 }  // namespace degnn
 
 CAF_ERROR_CODE_ENUM(degnn::actor_errc, "degnn")
@@ -135,6 +239,18 @@ CAF_ADD_ATOM(degnn, degnn, view_atom, "view")
 CAF_ADD_ATOM(degnn, degnn, relay_atom, "relay")
 CAF_ADD_ATOM(degnn, degnn, fire_atom, "fire")
 CAF_END_TYPE_ID_BLOCK(degnn)
+
+CAF_BEGIN_TYPE_ID_BLOCK(degnn_coordinator, caf::id_block::degnn::end)
+CAF_ADD_TYPE_ID(degnn_coordinator, (degnn::step_result))
+CAF_ADD_TYPE_ID(degnn_coordinator, (degnn::eval_result))
+CAF_ADD_TYPE_ID(degnn_coordinator, (degnn::coordinator_status))
+CAF_ADD_TYPE_ID(degnn_coordinator, (degnn::replica_parameters))
+CAF_ADD_TYPE_ID(degnn_coordinator, (degnn::cluster_report))
+CAF_ADD_ATOM(degnn_coordinator, degnn, run_step_atom, "runstep")
+CAF_ADD_ATOM(degnn_coordinator, degnn, finish_atom, "finish")
+CAF_ADD_ATOM(degnn_coordinator, degnn, status_atom, "status")
+CAF_ADD_ATOM(degnn_coordinator, degnn, configure_atom, "configure")
+CAF_END_TYPE_ID_BLOCK(degnn_coordinator)
 
 namespace degnn {
 

@@ -231,31 +231,13 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
             [&]() -> caf::result<wire_message> { return report(self->state, m); }, false);
       },
       [self](trace_atom, const wire_message& m) -> caf::result<wire_message> {
-        auto& st = self->state;
-        if (auto why = outsider(self->current_sender(), self->node(), st.members); !why.empty()) {
-          ++st.rejected;
-          return as_error(st, actor_errc::rejected, "refused " + why);
-        }
-        try {
-          auto msg = answer_trace(st.part->part, st.ctx, st.stages, m);
-          count(st, kCoordinatorPart, msg);
-          return msg;
-        } catch (const wire::wire_error& e) {
-          ++st.rejected;
-          return as_error(st, actor_errc::rejected, e.what());
-        }
+        return worker_detail::answer_trace_request(self, m);
       },
       [self](view_atom, const peer_view& v) {
-        auto& st = self->state;
-        if (!outsider(self->current_sender(), self->node(), {}).empty() ||
-            !acceptable_view(v, st.has_view, static_cast<size_t>(st.book->num_parts()))) {
-          ++st.rejected;
-          return;
-        }
-        st.shards = handles_of<shard_actor>(v.shards);
-        st.stores = handles_of<store_actor>(v.stores);
-        st.members = member_nodes(v);
-        st.has_view = true;
+        worker_detail::take_view(self, v, [](shard_state& st, const peer_view& v) {
+          st.shards = handles_of<shard_actor>(v.shards);
+          st.stores = handles_of<store_actor>(v.stores);
+        });
       },
   };
 }

@@ -51,6 +51,7 @@ struct served_step {
 
 struct shard_state {
   static constexpr const char* name = "degnn.shard";
+  static constexpr const char* role = "shard";  ///< in its errors
   std::shared_ptr<const graph_partition> part;
   std::shared_ptr<const partition_book> book;
   std::vector<shard_actor> shards;  ///< every partition's shard (from the peer view)

@@ -6,20 +6,15 @@
 
 #include "actors/gather.hpp"
 #include "actors/shard_actor.hpp"
+#include "actors/worker_handlers.hpp"
 
 namespace degnn::shard_detail {
 
 using self_ptr = shard_actor::stateful_pointer<shard_state>;
 using promise = caf::typed_response_promise<wire_message>;
 
-inline caf::error as_error(const shard_state& st, actor_errc code, const std::string& what) {
-  return actor_error(code, "shard " + std::to_string(st.part->part) + ": " + what);
-}
-
-/// Counts a message this actor sends, when it leaves the node.
-inline void count(shard_state& st, int to_part, const wire_message& m) {
-  if (to_part != st.part->part) st.sent.add(static_cast<wire::kind>(m.kind), m.bytes.size());
-}
+using worker_detail::as_error;
+using worker_detail::count;
 
 inline wire_message result_message(shard_state& st, std::uint64_t step) {
   wire::control out{.h = {step, st.part->part}, .what = wire::control_kind::result};

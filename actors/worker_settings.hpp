@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/link_faults.hpp"
+#include "actors/faults/link_faults.hpp"
 #include "model/replica.hpp"
 
 namespace degnn {

@@ -44,6 +44,11 @@ struct load_options {
   bool sparse_features = false;
 };
 
+/// The cache file load_dataset uses for DIR in `folder` (empty: the default folder of
+/// load_options::cache_dir); empty when no folder can be named.
+std::filesystem::path default_cache_path(const std::filesystem::path& dir,
+                                         std::filesystem::path folder = {});
+
 /// Loads DIR in OGB raw layout. Throws data_error naming the file and line of any malformed input.
 /// An optional DIR/dataset.ini may say `directed = true` (default false: edges are symmetrized).
 dataset load_dataset(const std::filesystem::path& dir, const load_options& options = {});

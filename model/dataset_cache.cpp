@@ -86,6 +86,8 @@ void read_sparse_features(std::ifstream& in, checksum64& sum, std::int64_t rows,
   d.features = Matrix(0, cols);
 }
 
+}  // namespace
+
 fs::path default_cache_path(const fs::path& dir, fs::path folder) {
   if (folder.empty()) {
     const char* xdg = std::getenv("XDG_CACHE_HOME");
@@ -106,8 +108,6 @@ fs::path default_cache_path(const fs::path& dir, fs::path folder) {
   std::snprintf(name, sizeof name, "-%016llx.degnn-cache", static_cast<unsigned long long>(h));
   return folder / (fs::absolute(dir).lexically_normal().filename().string() + name);
 }
-
-}  // namespace
 
 std::uint64_t dataset_source_stamp(const fs::path& dir) {
   std::uint64_t h = 1469598103934665603ull ^ kVersion;

@@ -54,7 +54,7 @@ case $mode in
 esac
 case $mode in
   --sanitize) sanitized_suite build-asan address,undefined ;;
-  --tsan) CTEST_ARGS="-L actors|runtime|integration" sanitized_suite build-tsan thread ;;
+  --tsan) CTEST_ARGS="-L actors|cluster|runtime|integration" sanitized_suite build-tsan thread ;;
 esac
 if [ "$mode" = all ]; then
   fuzz_seconds=${DEGNN_FUZZ_SECONDS:-5}

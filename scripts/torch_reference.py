@@ -2,7 +2,7 @@
 """PyTorch CPU reference for `degnn bench train` (issue 3's speed goal: degnn >= 2x faster per epoch).
 
 A straightforward PyTorch implementation of exactly the training that `degnn bench train` times
-(runtime/bench_command.cpp, bench_train):
+(runtime/cli/bench_command.cpp, bench_train):
 
   * the same synthetic dataset in the OGB raw layout (gz CSVs) that `degnn bench train` generates,
     by default /tmp/degnn-bench/synth-1000000-10000000-128; undirected, so the graph is the

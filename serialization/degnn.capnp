@@ -174,7 +174,7 @@ struct Control {
 
 struct JoinRequest {
   header @0 :Header;          # clusterId: the joiner's own (the seed names a differing setting)
-  identity @1 :List(Text);    # settings that must agree, key=value (runtime/cluster_identity.hpp)
+  identity @1 :List(Text);    # settings that must agree, key=value (runtime/train/cluster_identity.hpp)
   host @2 :Text;              # where the joiner's node actor listens
   port @3 :UInt16;
   rankHint @4 :Int32;         # the rank it asks for (Slurm's task id), -1 for none

@@ -18,8 +18,8 @@ struct join_request {
   std::uint16_t port = 0;
   std::int32_t rank_hint = -1;
   std::string name;
-  // With TLS (runtime/cluster_certificates.hpp): the proof that the joiner holds a certificate of
-  // the cluster CA and the job token, over the challenge the seed gave it.
+  // With TLS (runtime/transport/cluster_certificates.hpp): the proof that the joiner holds a
+  // certificate of the cluster CA and the job token, over the challenge the seed gave it.
   std::string certificate;
   std::vector<std::uint8_t> signature;
   std::vector<std::uint8_t> token_mac;

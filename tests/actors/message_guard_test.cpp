@@ -9,8 +9,8 @@
 #include <chrono>
 #include <thread>
 
-#include "actors/delayed_relay.hpp"
-#include "actors/link_faults.hpp"
+#include "actors/faults/delayed_relay.hpp"
+#include "actors/faults/link_faults.hpp"
 
 namespace degnn {
 namespace {

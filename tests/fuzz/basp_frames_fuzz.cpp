@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "runtime/basp_frames.hpp"
+#include "runtime/transport/basp_frames.hpp"
 
 using degnn::basp_frames;
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/http_gate.hpp"
+#include "runtime/transport/http_gate.hpp"
 
 namespace {
 

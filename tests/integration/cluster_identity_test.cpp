@@ -1,6 +1,6 @@
-// Tests of runtime/cluster_identity.hpp: every setting that must agree changes the identity and
-// is named when it differs; settings a node may choose alone do not.
-#include "runtime/cluster_identity.hpp"
+// Tests of runtime/train/cluster_identity.hpp: every setting that must agree changes the identity
+// and is named when it differs; settings a node may choose alone do not.
+#include "runtime/train/cluster_identity.hpp"
 
 #include <gtest/gtest.h>
 

@@ -20,8 +20,8 @@
 #include <set>
 #include <thread>
 
-#include "runtime/cluster_certificates.hpp"
-#include "runtime/console_commands.hpp"
+#include "runtime/console/console_commands.hpp"
+#include "runtime/transport/cluster_certificates.hpp"
 #include "tests/integration/node_processes.hpp"
 #include "tests/integration/outside_peer.hpp"
 

@@ -13,7 +13,7 @@
 #include "model/dataset.hpp"
 #include "model/partition_store.hpp"
 #include "model/partitioner.hpp"
-#include "runtime/node_actor.hpp"
+#include "runtime/node/node_actor.hpp"
 #include "tests/integration/node_processes.hpp"
 #include "tests/integration/outside_peer.hpp"
 

@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/status_board.hpp"
+#include "runtime/train/status_board.hpp"
 #include "tests/integration/node_processes.hpp"
 
 // After every header that includes Eigen: httplib.h pulls in <resolv.h>, whose `_res` macro

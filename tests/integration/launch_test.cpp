@@ -5,6 +5,8 @@
 
 #include <dirent.h>
 
+#include <algorithm>
+
 #include "tests/integration/node_processes.hpp"
 
 using namespace degnn;
@@ -128,4 +130,49 @@ TEST_F(LaunchLocal, OptionsTheLauncherSetsItselfAreRefused) {
     EXPECT_EQ(l.wait(10s), 1);
     EXPECT_TRUE(contains(read_file(log("own")), "is set by the launcher")) << read_file(log("own"));
   }
+}
+
+// A newcomer's first cluster: --data instead of --partitions. The launcher partitions the
+// dataset once beside its cache (--cache-dir here), says where, and a second launch reuses it.
+TEST_F(LaunchLocal, DataIsPartitionedOnceIntoTheCacheAndReused) {
+  const fs::path cache = dir_->path / "cache";
+  auto with_data = [&] {
+    auto args = launch(2, "1");
+    const auto p = std::find(args.begin(), args.end(), "--partitions");
+    *p = "--data";
+    *(p + 1) = (fs::path(DEGNN_SOURCE_DIR) / "data/cora").string();
+    args.insert(args.end(), {"--cache-dir", cache.string()});
+    return args;
+  };
+  child_process first(with_data(), log("data-1"));
+  const int rc1 = first.wait(120s);
+  const std::string out1 = read_file(log("data-1"));
+  ASSERT_EQ(rc1, 0) << out1;
+  EXPECT_TRUE(contains(out1, "launch: partitioning ")) << out1;
+  EXPECT_TRUE(contains(out1, "into 2 parts (metis)")) << out1;
+  EXPECT_TRUE(contains(out1, "[0] seed: formed view 1 with 2 nodes")) << out1;
+  // The partition set sits in the cache folder, named by the dataset, parts, method and seed.
+  int sets = 0;
+  for (const auto& e : fs::directory_iterator(cache))
+    if (fs::exists(e.path() / "partitions.meta")) {
+      ++sets;
+      EXPECT_TRUE(contains(e.path().filename().string(), "cora-")) << e.path();
+      EXPECT_TRUE(contains(e.path().filename().string(), "-2parts-metis-seed1")) << e.path();
+    }
+  EXPECT_EQ(sets, 1);
+
+  child_process second(with_data(), log("data-2"));
+  const int rc2 = second.wait(120s);
+  const std::string out2 = read_file(log("data-2"));
+  ASSERT_EQ(rc2, 0) << out2;
+  EXPECT_TRUE(contains(out2, "launch: using the 2 partitions of ")) << out2;
+  EXPECT_FALSE(contains(out2, "launch: partitioning ")) << out2;
+
+  // --data with --partitions is one too many.
+  auto both = with_data();
+  both.insert(both.end(), {"--partitions", (dir_->path / "parts").string()});
+  child_process l(both, log("data-both"));
+  EXPECT_EQ(l.wait(10s), 1);
+  EXPECT_TRUE(contains(read_file(log("data-both")), "--data and --partitions: give one"))
+      << read_file(log("data-both"));
 }

@@ -25,7 +25,7 @@
 #include "model/dataset.hpp"
 #include "model/partition_store.hpp"
 #include "model/partitioner.hpp"
-#include "runtime/train_options.hpp"
+#include "runtime/train/train_settings.hpp"
 
 extern char** environ;
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "actors/messages.hpp"
-#include "runtime/node_actor.hpp"
+#include "runtime/node/node_actor.hpp"
 
 namespace degnn::test {
 

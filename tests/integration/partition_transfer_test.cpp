@@ -1,8 +1,8 @@
-// Tests of runtime/partition_transfer.hpp against the seed's own chunk reader: missing files are
-// fetched with the seed's checksums, present ones are not, a damaged chunk is asked for again, an
-// interrupted fetch resumes where it stopped, a wrong partial file is thrown away, and nothing
+// Tests of runtime/node/partition_transfer.hpp against the seed's own chunk reader: missing files
+// are fetched with the seed's checksums, present ones are not, a damaged chunk is asked for again,
+// an interrupted fetch resumes where it stopped, a wrong partial file is thrown away, and nothing
 // outside the manifest is served.
-#include "runtime/partition_transfer.hpp"
+#include "runtime/node/partition_transfer.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,12 +1,12 @@
-// Unit tests of where a node finds its seed (runtime/seed_discovery.hpp) and of the seed's
-// rendezvous (runtime/rendezvous.hpp), with node lists and pod names as schedulers write them.
+// Unit tests of where a node finds its seed (runtime/node/seed_discovery.hpp) and of the seed's
+// rendezvous (runtime/node/rendezvous.hpp), with node lists and pod names as schedulers write them.
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "runtime/cli_options.hpp"
-#include "runtime/rendezvous.hpp"
-#include "runtime/seed_discovery.hpp"
+#include "runtime/node/rendezvous.hpp"
+#include "runtime/node/seed_discovery.hpp"
+#include "runtime/process/config_error.hpp"
 
 using namespace degnn;
 

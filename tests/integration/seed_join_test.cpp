@@ -15,8 +15,8 @@
 #include "model/dataset.hpp"
 #include "model/partition_store.hpp"
 #include "model/partitioner.hpp"
-#include "runtime/cluster_trainer.hpp"
-#include "runtime/node_actor.hpp"
+#include "runtime/node/node_actor.hpp"
+#include "runtime/train/cluster_trainer.hpp"
 #include "tests/integration/node_processes.hpp"
 #include "tests/integration/outside_peer.hpp"
 

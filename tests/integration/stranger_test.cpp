@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <random>
 
-#include "runtime/cluster_certificates.hpp"
+#include "runtime/transport/cluster_certificates.hpp"
 #include "tests/integration/node_processes.hpp"
 #include "tests/runtime/loopback_client.hpp"
 

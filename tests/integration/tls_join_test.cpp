@@ -4,8 +4,8 @@
 // garbage on the seed's TLS port harms nothing. Real processes on 127.0.0.1, always reaped.
 #include <gtest/gtest.h>
 
-#include "runtime/cli_options.hpp"
-#include "runtime/cluster_certificates.hpp"
+#include "runtime/process/config_error.hpp"
+#include "runtime/transport/cluster_certificates.hpp"
 #include "tests/integration/node_processes.hpp"
 
 using namespace degnn;

@@ -10,7 +10,7 @@
 #include "model/dataset.hpp"
 #include "model/partition_store.hpp"
 #include "model/partitioner.hpp"
-#include "runtime/cluster_trainer.hpp"
+#include "runtime/train/cluster_trainer.hpp"
 #include "tests/integration/node_processes.hpp"
 
 using namespace degnn;

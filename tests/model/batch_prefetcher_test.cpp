@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <future>
+#include <thread>
 
 #include "model/sampler.hpp"
 
@@ -66,9 +69,20 @@ TEST(BatchPrefetcher, GoingAwayBeforeTheLastBatchStopsTheThread) {
   std::vector<batch_prefetcher::job> jobs;
   for (size_t i = 0; i < batches.size(); ++i)
     jobs.push_back({batches[i], i});
-  {
-    batch_prefetcher prefetch(d, {5, 5}, 1, jobs);
-    prefetch.next();
-  }  // the destructor must return although most jobs were never taken
-  SUCCEED();
+  // The destructor must return although most jobs were never taken: it runs on a thread of its
+  // own, so that a destructor that hangs fails the test instead of hanging it.
+  std::promise<void> gone;
+  std::future<void> returned = gone.get_future();
+  std::thread owner([&d, jobs, gone = std::move(gone)]() mutable {
+    {
+      batch_prefetcher prefetch(d, {5, 5}, 1, jobs);
+      prefetch.next();
+    }
+    gone.set_value();
+  });
+  if (returned.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    owner.detach();
+    FAIL() << "the prefetcher's destructor did not return within 60 s";
+  }
+  owner.join();
 }

@@ -1,6 +1,6 @@
 // basp_frames: a peer's stream is passed on in whole frames only, the first must be the expected
 // handshake, and no announced length is taken before its bytes arrive.
-#include "runtime/basp_frames.hpp"
+#include "runtime/transport/basp_frames.hpp"
 
 #include <gtest/gtest.h>
 

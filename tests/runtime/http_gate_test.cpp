@@ -1,7 +1,7 @@
 // http_gate: a 50 MiB request head is cut off at 16 KiB with 431, 200 or 300 trickling clients
 // never keep a real request from an answer within a second, and the request head parser refuses
 // what a read-only endpoint does not take.
-#include "runtime/http_gate.hpp"
+#include "runtime/transport/http_gate.hpp"
 #include "tests/runtime/loopback_client.hpp"
 
 #include <arpa/inet.h>

@@ -14,8 +14,8 @@
 #include <mutex>
 #include <thread>
 
-#include "runtime/cluster_certificates.hpp"
-#include "runtime/http_gate.hpp"
+#include "runtime/transport/cluster_certificates.hpp"
+#include "runtime/transport/http_gate.hpp"
 #include "tests/runtime/loopback_client.hpp"
 
 using namespace degnn;

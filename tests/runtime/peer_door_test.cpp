@@ -3,7 +3,7 @@
 // strangers (a bare connect-and-close, random bytes, a header announcing 1 GiB, a TLS client
 // without a certificate, of another CA, of an operator, a silent flood past the cap) are refused,
 // each with one log line, and never reach CAF.
-#include "runtime/peer_door.hpp"
+#include "runtime/transport/peer_door.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@
 #include <random>
 #include <thread>
 
-#include "runtime/cluster_certificates.hpp"
+#include "runtime/transport/cluster_certificates.hpp"
 #include "tests/model/temp_dir.hpp"
 
 using namespace degnn;

@@ -1,0 +1,215 @@
+// Node 0's part of a recovery: finding the lost, the next view, announcing it.
+#include "runtime/node/node_recovery.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "model/commit_record.hpp"
+#include "model/data_error.hpp"
+#include "runtime/node/partition_transfer.hpp"
+#include "runtime/node/seed_file_client.hpp"
+
+namespace degnn {
+
+namespace {
+
+// Asks `to` something it answers with true; throws "WHAT: the error" otherwise.
+template <class Handle, class... Ts>
+void ask_true(caf::scoped_actor& self, const Handle& to, std::chrono::seconds wait,
+              const std::string& what, Ts&&... xs) {
+  std::string failure;
+  self->request(to, wait, std::forward<Ts>(xs)...)
+      .receive([](bool) {}, [&](caf::error& e) { failure = caf::to_string(e); });
+  if (!failure.empty()) throw std::runtime_error(what + ": " + failure);
+}
+
+// The view after `view`: the next id, resuming at `step`, no rank replaced yet.
+wire::membership_view successor(const wire::membership_view& view, std::uint64_t step) {
+  wire::membership_view next = view;
+  next.id = view.id + 1;
+  next.resume_step = step;
+  next.replaced.clear();
+  return next;
+}
+
+}  // namespace
+
+std::vector<int> lost_members(caf::scoped_actor& self, const node_actor& node,
+                              const std::string& local_key, const node_mesh& mesh,
+                              const wire::membership_view& view, std::chrono::milliseconds wait) {
+  // A request to a process that is gone is not answered (CAF 0.17 drops it): ask the node actor,
+  // which watched every member's node actor, then probe the others.
+  std::vector<std::int32_t> gone;
+  self->request(node, std::chrono::seconds(10), gone_atom_v, local_key)
+      .receive([&](std::vector<std::int32_t>& g) { gone = std::move(g); }, [](caf::error&) {});
+  auto is_gone = [&](int p) { return std::find(gone.begin(), gone.end(), p) != gone.end(); };
+  // All asked at once: the wait is paid once, by the slowest.
+  using handle = decltype(self->request(mesh.node_of(0), wait, node_stats_atom_v));
+  std::vector<std::pair<int, handle>> asked;
+  std::vector<int> lost;
+  for (size_t p = 1; p < view.members.size(); ++p) {
+    if (view.members[p].lost) continue;
+    if (is_gone(static_cast<int>(p)))
+      lost.push_back(static_cast<int>(p));
+    else
+      asked.emplace_back(static_cast<int>(p),
+                         self->request(mesh.node_of(p), wait, node_stats_atom_v));
+  }
+  // Only silence counts: a member that answers with an error is there.
+  for (auto& [rank, h] : asked) {
+    bool silent = false;
+    h.receive([](std::vector<std::int64_t>&) {},
+              [&](caf::error& e) { silent = e == caf::sec::request_timeout; });
+    if (silent) lost.push_back(rank);
+  }
+  std::sort(lost.begin(), lost.end());
+  return lost;
+}
+
+wire::membership_view adopted_view(const wire::membership_view& view, const std::vector<int>& lost,
+                                   std::uint64_t step) {
+  wire::membership_view next = successor(view, step);
+  const auto n = static_cast<int>(view.members.size());
+  for (int r : lost) {
+    auto& gone = next.members[static_cast<size_t>(r)];
+    gone.lost = true;
+    const std::vector<std::int32_t> orphans = std::exchange(gone.partitions, {});
+    // The ranks after the lost one, cyclically, node 0 (the coordinator, busiest) last.
+    std::vector<int> order;
+    for (int k = 1; k < n; ++k)
+      if ((r + k) % n != 0) order.push_back((r + k) % n);
+    order.push_back(0);
+    for (std::int32_t part : orphans) {
+      int best = -1;
+      for (int cand : order) {
+        const auto& m = next.members[static_cast<size_t>(cand)];
+        if (m.lost) continue;
+        if (best < 0 ||
+            m.partitions.size() < next.members[static_cast<size_t>(best)].partitions.size())
+          best = cand;
+      }
+      auto& heir = next.members[static_cast<size_t>(best)].partitions;
+      heir.push_back(part);
+      std::sort(heir.begin(), heir.end());
+    }
+  }
+  return next;
+}
+
+wire::join_request await_replacement(caf::scoped_actor& self, const node_actor& node,
+                                     const std::string& local_key, const wire::context& ctx,
+                                     const std::vector<std::string>& taken,
+                                     std::chrono::seconds wait) {
+  std::vector<char> bytes;
+  std::string failure;
+  self->request(node, wait, replace_atom_v, taken, local_key)
+      .receive([&](std::vector<char>& b) { bytes = std::move(b); },
+               [&](caf::error& e) { failure = caf::to_string(e); });
+  if (bytes.empty())
+    throw std::runtime_error("no replacement joined within --replace-timeout (" +
+                             std::to_string(wait.count()) + " s): " + failure);
+  return wire::decode_join_request(ctx, bytes);
+}
+
+wire::membership_view replaced_view(const wire::membership_view& view, const std::vector<int>& lost,
+                                    const std::vector<wire::join_request>& joiners,
+                                    std::uint64_t step) {
+  wire::membership_view next = successor(view, step);
+  for (size_t i = 0; i < lost.size(); ++i) {
+    auto& m = next.members[static_cast<size_t>(lost[i])];
+    m.host = joiners[i].host;
+    m.port = joiners[i].port;
+    m.name = joiners[i].name;
+    next.replaced.push_back(lost[i]);
+  }
+  return next;
+}
+
+std::string moved_partitions(const wire::membership_view& before,
+                             const wire::membership_view& after) {
+  std::string out;
+  for (const auto& m : before.members) {
+    for (std::int32_t part : m.partitions) {
+      const int now = after.rank_of_partition(part);
+      if (now == m.rank) continue;
+      out += (out.empty() ? "" : ", ") + std::string("partition ") + std::to_string(part) +
+             " (node " + std::to_string(m.rank) + ") to node " + std::to_string(now);
+    }
+  }
+  return out;
+}
+
+wire::membership_view next_view(caf::scoped_actor& self, const node_actor& node,
+                                const std::string& local_key, const wire::context& ctx,
+                                const wire::membership_view& view, const std::vector<int>& lost,
+                                std::uint64_t step, const recovery_settings& rs,
+                                const std::function<void(const std::string&)>& say) {
+  if (rs.mode != "replace") return adopted_view(view, lost, step);
+  // The state every member rolls back to, offered to the replacements (none: a fresh start).
+  try {
+    const committed_checkpoint c = load_checkpoint_of_step(rs.checkpoint_dir, step);
+    const std::string file =
+        std::filesystem::relative(c.folder / c.record.file, rs.checkpoint_dir).string();
+    ask_true(self, node, std::chrono::seconds(30), "offering " + file, offer_atom_v, file,
+             local_key);
+  } catch (const data_error&) {
+    if (step != 0) throw;
+  }
+  // A replacement may take a lost member's name (its certificate), not a live one's.
+  std::vector<std::string> taken;
+  for (const auto& m : view.members) {
+    if (m.lost || std::find(lost.begin(), lost.end(), m.rank) != lost.end()) continue;
+    taken.push_back(m.name);
+    taken.push_back(m.host + ":" + std::to_string(m.port));
+  }
+  std::vector<wire::join_request> joiners;
+  for (int r : lost) {
+    say("waiting up to " + std::to_string(rs.replace_wait.count()) +
+        " s for a node to replace node " + std::to_string(r) + " (degnn node --join " +
+        rs.seed_address + " with the cluster's settings)");
+    joiners.push_back(await_replacement(self, node, local_key, ctx, taken, rs.replace_wait));
+    taken.push_back(joiners.back().name);
+    taken.push_back(joiners.back().host + ":" + std::to_string(joiners.back().port));
+  }
+  wire::membership_view next = replaced_view(view, lost, joiners, step);
+  ask_true(self, node, std::chrono::seconds(10), "placing the replacements", place_atom_v,
+           wire::encode(ctx, next), local_key);
+  return next;
+}
+
+cluster_start replacement_start(caf::actor_system& sys, const node_actor& seed,
+                                const std::string& seed_address, const std::string& checkpoint_dir,
+                                const replica_config& rc, std::uint64_t run_id, int parts,
+                                std::uint64_t step) {
+  const auto here = std::filesystem::path(checkpoint_dir) / "from-seed";
+  seed_file_client files(sys, seed, seed_address, here);
+  const std::string suffix = "/" + checkpoint_file_name(step);
+  for (const auto& f : files.manifest().files) {
+    if (f.path.rfind(kSeedCheckpointPrefix, 0) != 0 || !f.path.ends_with(suffix)) continue;
+    files.fetch({f.path});
+    return load_cluster_start_in((here / kSeedCheckpointPrefix).string(), rc, run_id, parts, step);
+  }
+  if (step != 0)
+    throw std::runtime_error("the seed at " + seed_address + " offers no checkpoint of step " +
+                             std::to_string(step) + ", which the cluster rolled back to");
+  return {};
+}
+
+void announce_view(caf::scoped_actor& self, const node_mesh& mesh, const wire::context& ctx,
+                   const wire::membership_view& before, const wire::membership_view& next) {
+  const std::vector<char> bytes = wire::encode(ctx, next);
+  for (size_t p = 1; p < next.members.size(); ++p) {
+    // The member lost at p, if it still runs (counted lost for its silence), learns that it
+    // is out and stops; nobody waits for it. A replacement got the view as its join's answer.
+    const auto& r = next.replaced;
+    if (next.members[p].lost || std::find(r.begin(), r.end(), static_cast<int>(p)) != r.end()) {
+      if (!before.members[p].lost) self->send(mesh.node_of(p), recover_atom_v, bytes, next.secret);
+      continue;
+    }
+    ask_true(self, mesh.node_of(p), std::chrono::seconds(10),
+             "node 0: node " + std::to_string(p) + " did not take view " + std::to_string(next.id),
+             recover_atom_v, bytes, next.secret);
+  }
+}
+
+}  // namespace degnn

@@ -1,0 +1,82 @@
+// Recovery from a lost member inside a running cluster (--recover adopt|replace, docs/design.md
+// section 9): node 0 finds the lost members, makes the next view (their partitions go to
+// survivors or to replacements that join through the seed) and announces it; every worker rolls
+// back to the last checkpoint. A replacement's start comes from the seed.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/node/node_mesh.hpp"
+#include "runtime/train/cluster_resume.hpp"
+#include "serialization/wire_membership.hpp"
+
+namespace degnn {
+
+/// Ranks of `view` (never 0) serving partitions whose node actor is known down to node 0's
+/// (`node`; a killed process's connection closed) or did not answer within `wait` (a stopped
+/// process, a cut link).
+std::vector<int> lost_members(caf::scoped_actor& self, const node_actor& node,
+                              const std::string& local_key, const node_mesh& mesh,
+                              const wire::membership_view& view, std::chrono::milliseconds wait);
+
+/// The view after losing `lost`: id + 1, the lost members marked so and their partitions given,
+/// one by one, to the survivor serving fewest (ties: the first rank after the lost one, node 0
+/// last, so losses spread over neighbours), resuming at global step `step`.
+wire::membership_view adopted_view(const wire::membership_view& view, const std::vector<int>& lost,
+                                   std::uint64_t step);
+
+/// Node 0 (the seed), --recover replace: the join request of the next node that joins the
+/// formed cluster within `wait` (checked like any joiner: settings, and with TLS its
+/// certificate; its name and HOST:PORT may not be among `taken`, the live members'). The joiner
+/// waits for its view until `place_replacements`. Throws on time-out.
+wire::join_request await_replacement(caf::scoped_actor& self, const node_actor& node,
+                                     const std::string& local_key, const wire::context& ctx,
+                                     const std::vector<std::string>& taken,
+                                     std::chrono::seconds wait);
+
+/// The view after losing `lost[i]`, each served now by `joiners[i]` at the same rank with the
+/// same partitions: id + 1, resuming at `step`, the ranks listed as replaced.
+wire::membership_view replaced_view(const wire::membership_view& view, const std::vector<int>& lost,
+                                    const std::vector<wire::join_request>& joiners,
+                                    std::uint64_t step);
+
+/// "partition 2 (node 2) to node 3, ..." for the log.
+std::string moved_partitions(const wire::membership_view& before,
+                             const wire::membership_view& after);
+
+struct recovery_settings {
+  std::string mode;            ///< adopt or replace (--recover)
+  std::string checkpoint_dir;  ///< node 0's: the commit a replacement restores is offered there
+  std::chrono::seconds replace_wait{120};
+  std::string seed_address;  ///< where a replacement joins (for the log)
+};
+
+/// Node 0's next view after losing `lost`, rolling back to global step `step`: adopted_view, or
+/// (replace) the checkpoint of `step` offered to joiners, one replacement awaited per lost
+/// member, and the view given to them. Logs its progress through `say`.
+wire::membership_view next_view(caf::scoped_actor& self, const node_actor& node,
+                                const std::string& local_key, const wire::context& ctx,
+                                const wire::membership_view& view, const std::vector<int>& lost,
+                                std::uint64_t step, const recovery_settings& rs,
+                                const std::function<void(const std::string&)>& say);
+
+/// A replacement's start, once it has its view: the checkpoint of view.resume_step its seed
+/// offers, fetched into `checkpoint_dir`/from-seed; fresh parameters when the view resumes at
+/// step 0 and none is offered.
+cluster_start replacement_start(caf::actor_system& sys, const node_actor& seed,
+                                const std::string& seed_address, const std::string& checkpoint_dir,
+                                const replica_config& rc, std::uint64_t run_id, int parts,
+                                std::uint64_t step);
+
+/// Gives `next` (after `before`) to every survivor other than node 0 and the replacements;
+/// throws naming one that refused it or did not answer. A member `next` counts lost or replaced
+/// is told too, without waiting: if it still runs, it stops.
+void announce_view(caf::scoped_actor& self, const node_mesh& mesh, const wire::context& ctx,
+                   const wire::membership_view& before, const wire::membership_view& next);
+
+}  // namespace degnn
