@@ -44,7 +44,8 @@ for t in "${targets[@]}"; do
   # The file harnesses also write seeds from the current formats (kept in the repo's corpus too).
   case $t in files | csv) DEGNN_FUZZ_WRITE_SEEDS="$work/$t" "$build/tests/fuzz/fuzz_$t" >/dev/null ;; esac
   log="$work/$t.log"
-  if ! "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -runs="$runs_cap" -print_final_stats=1 \
+  # -timeout: an input that runs 10 s is a finding (a peer's 88 bytes once cost minutes), not a hang.
+  if ! "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -runs="$runs_cap" -timeout=10 -print_final_stats=1 \
        -artifact_prefix="$work/$t-" "$work/$t" >"$log" 2>&1; then
     tail -40 "$log"
     echo "fuzz: $t FAILED (the input is in $work, kept)" >&2

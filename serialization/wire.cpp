@@ -25,7 +25,7 @@ namespace {
 Matrix get_quantized_rows(const reader& rd, std::uint64_t rows, std::uint64_t cols, int bits,
                           capnp::Data::Reader codes, capnp::List<float>::Reader mins,
                           capnp::List<float>::Reader scales) {
-  if (cols == 0 || cols > (1u << 24)) rd.fail("quantized rows of width " + std::to_string(cols));
+  if (cols == 0 || cols > kMaxWidth) rd.fail("quantized rows of width " + std::to_string(cols));
   std::uint64_t expected = 0;
   if (__builtin_mul_overflow(rows, quantizer::code_size(static_cast<int>(cols), bits), &expected) ||
       expected != codes.size()) {
@@ -89,7 +89,7 @@ std::shared_ptr<const sparse_rows> read_sparse_rows(reader& rd, const context& c
   auto r = rd.root<SparseRows>(c);
   h = read_header(r);
   const auto cols = r.getCols();
-  if (cols == 0 || cols > (1u << 24)) rd.fail("sparse rows of width " + std::to_string(cols));
+  if (cols == 0 || cols > kMaxWidth) rd.fail("sparse rows of width " + std::to_string(cols));
   const auto counts = to_vector(r.getCounts());
   const auto columns = to_vector(r.getColumns());
   const auto data = r.getValues();

@@ -164,8 +164,17 @@ void put_matrix(Builder r, const Matrix& m, capnp::Data::Builder (Builder::*init
   if (n) std::memcpy(data.begin(), m.data(), n);
 }
 
+/// The widest row a message may carry (features, hidden or output width): a bound far above any
+/// model's, so that a peer's width alone never costs work (a 0 x 2^32 matrix holds no byte, but
+/// a scan of it runs 2^32 times: found by fuzz_wire).
+inline constexpr std::uint64_t kMaxWidth = std::uint64_t{1} << 24;
+
 inline Matrix get_matrix(const reader& rd, std::uint64_t rows, std::uint64_t cols,
                          capnp::Data::Reader data) {
+  if (cols > kMaxWidth)
+    rd.fail("rows of width " + std::to_string(cols) + " (at most " + std::to_string(kMaxWidth) +
+            ")");
+  if (cols == 0 && rows != 0) rd.fail(std::to_string(rows) + " rows of width 0");
   // Checked: rows and cols come from the peer, and 2^31 x 2^31 x 4 wraps to 0 in 64 bits.
   std::uint64_t floats = 0, bytes = 0;
   if (__builtin_mul_overflow(rows, cols, &floats) ||
@@ -184,6 +193,9 @@ inline void put_rows(const Matrix& m, capnp::Data::Builder data) {
 }
 inline Matrix get_rows(const reader& rd, std::uint64_t cols, capnp::Data::Reader data,
                        const char* field) {
+  if (cols > kMaxWidth)
+    rd.fail(std::string(field) + ": rows of width " + std::to_string(cols) + " (at most " +
+            std::to_string(kMaxWidth) + ")");
   const std::uint64_t row_bytes = cols * sizeof(float);
   if (data.size() == 0) return Matrix(0, static_cast<Eigen::Index>(cols));
   if (row_bytes == 0 || data.size() % row_bytes != 0) {
@@ -195,7 +207,8 @@ inline Matrix get_rows(const reader& rd, std::uint64_t cols, capnp::Data::Reader
 
 // Values that feed a model (sums, gradients) from a peer: a NaN would poison every replica.
 inline void check_finite(const reader& rd, const Matrix& m, const char* field) {
-  if (!m.allFinite()) rd.fail(std::string(field) + " holds a non-finite value");
+  if (m.size() != 0 && !m.allFinite())
+    rd.fail(std::string(field) + " holds a non-finite value");
 }
 
 /// A SparseRows message's rows (wire.cpp); `nodes`, when not null, receives its node list.

@@ -244,6 +244,30 @@ TEST(DatasetLoader, ADeclaredNodeCountTheLabelsContradictIsAnErrorBeforeAnything
   EXPECT_NE(e.find("has 4 labels, expected one per node (5)"), std::string::npos) << e;
 }
 
+// The peak virtual size of this process in KiB (/proc/self/status VmPeak): an allocation shows
+// there even when no page of it is touched.
+long peak_virtual_kib() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmPeak:", 0) == 0) return std::stol(line.substr(7));
+  return -1;
+}
+
+TEST(DatasetLoader, AForgedEdgeCountIsAnErrorWithoutReservingWhatItSays) {
+  // fuzz_csv found it: num-edge-list said 555,856,855 and the loader reserved 4.4 GB of edge
+  // arrays before counting the lines.
+  temp_dir t;
+  write_tiny(t.path);
+  write_gz(t.path / "num-edge-list.csv.gz", "555856855\n");
+  const long before = peak_virtual_kib();
+  const std::string e = load_error(t.path);
+  const long grown_mib = (peak_virtual_kib() - before) / 1024;
+  EXPECT_NE(e.find("edge.csv.gz"), std::string::npos) << e;
+  EXPECT_NE(e.find("has 3 edges but num-edge-list.csv.gz says 555856855"), std::string::npos) << e;
+  ASSERT_GE(before, 0) << "no VmPeak in /proc/self/status";
+  EXPECT_LT(grown_mib, 1024) << "the peak virtual size grew by " << grown_mib << " MiB";
+}
+
 TEST(DatasetLoader, KeepsDirectedGraphsDirectedWhenTheMetadataSaysSo) {
   temp_dir t;
   write_tiny(t.path);

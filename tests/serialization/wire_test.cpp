@@ -165,7 +165,9 @@ TEST(Wire, RejectsAShapeWhoseByteCountOverflows) {
     decode_row_block(ctx, b);
     FAIL() << "accepted";
   } catch (const wire_error& e) {
-    EXPECT_NE(std::string(e.what()).find("do not match"), std::string::npos) << e.what();
+    // The width bound (far below 2^32) now refuses it before the product is formed; the
+    // overflow check stays behind it.
+    EXPECT_NE(std::string(e.what()).find("width 3340214413"), std::string::npos) << e.what();
   }
 }
 
@@ -413,6 +415,29 @@ TEST(WireDecentralized, RoundTripsAPushAPartialAggregateAndAGradientReturn) {
   EXPECT_THROW(decode_computation_push(context{.cluster_id = 78}, encode(ctx, some_push())),
                wire_error);
   EXPECT_THROW(decode_gradient_return(context{.cluster_id = 78}, encode(ctx, g)), wire_error);
+}
+
+TEST(WireDecentralized, RejectsAWidthNoModelHasEvenWithNoRows) {
+  // fuzz_wire found it: a 0 x 4294967295 gradient holds no byte, so its byte count matched the
+  // empty payload, and the finiteness check then scanned 2^32 columns (minutes for 88 bytes).
+  gradient_return g;
+  g.grads = Matrix(0, 1);
+  g.own_grads = Matrix(0, 1);
+  auto b = encode(ctx, g);
+  // The root struct's data word follows the segment table and the root pointer: rows, cols.
+  std::uint32_t rows = 1, cols = 0;
+  std::memcpy(&rows, b.data() + 16, 4);
+  std::memcpy(&cols, b.data() + 20, 4);
+  ASSERT_EQ(rows, 0u);
+  ASSERT_EQ(cols, 1u);
+  cols = 0xffffffffu;
+  std::memcpy(b.data() + 20, &cols, 4);
+  try {
+    decode_gradient_return(ctx, b);
+    FAIL() << "accepted";
+  } catch (const wire_error& e) {
+    EXPECT_NE(std::string(e.what()).find("width 4294967295"), std::string::npos) << e.what();
+  }
 }
 
 TEST(WireDecentralized, RejectsInconsistentCountsAndShapes) {
