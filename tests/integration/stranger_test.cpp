@@ -2,9 +2,10 @@
 // node listens on gets 20 bare connect-and-closes, 20 x 100 KB of random bytes, with TLS 20
 // handshakes without a certificate and 20 with another CA's, and 3 connections announcing a
 // 1 GiB BASP payload held open for 5 s. The cluster must go on training (no epoch slower than 3x
-// the run's median), each node's RSS stay within 32 MB, every refusal be accounted for in the
-// node's log (a line each, or the count of those the rate limit left out), and the step losses
-// equal a clean run's. Real processes on 127.0.0.1, always reaped.
+// the run's median), each node's RSS stay within 32 MB (128 MB under ASan, whose shadow memory and
+// quarantine count in the RSS), every refusal be accounted for in the node's log (a line each, or
+// the count of those the rate limit left out), and the step losses equal a clean run's. Real
+// processes on 127.0.0.1, always reaped.
 #include <gtest/gtest.h>
 #include <openssl/ssl.h>
 
@@ -23,6 +24,15 @@ namespace {
 
 constexpr int kEach = 20;
 constexpr int kHeld = 3;
+// What a node's RSS may grow while it is probed. The defects this guards against cost 1 GB per
+// held header and 100 MB per big HTTP head; a plain build grows 1-2 MiB here. Under ASan the RSS
+// also counts shadow memory and the freed blocks ASan keeps in quarantine (256 MB by default), so
+// the 83 refused handshakes alone grow it 23-36 MiB (CI, 2026-12-05): there the bound is 128 MiB.
+#ifdef DEGNN_SANITIZED
+constexpr double kRssGrowthMib = 128.0;
+#else
+constexpr double kRssGrowthMib = 32.0;
+#endif
 
 class Strangers : public ::testing::Test {
  protected:
@@ -197,7 +207,7 @@ void check_attacked_run(const run_result& clean, const run_result& hit, const st
   EXPECT_LE(slowest, 3 * median) << what << ": median epoch " << median << " s";
   std::printf("%s: median epoch %.4f s, slowest %.4f s\n", what.c_str(), median, slowest);
   for (size_t i = 0; i < 3; ++i) {
-    EXPECT_LE(std::abs(hit.rss_after[i] - hit.rss_before[i]), 32.0)
+    EXPECT_LE(std::abs(hit.rss_after[i] - hit.rss_before[i]), kRssGrowthMib)
         << what << " node " << i << ": " << hit.rss_before[i] << " -> " << hit.rss_after[i]
         << " MiB";
     EXPECT_EQ(hit.refusals[i], hit.made[i]) << what << " node " << i;
