@@ -54,7 +54,12 @@ case $mode in
 esac
 case $mode in
   --sanitize) sanitized_suite build-asan address,undefined ;;
-  --tsan) CTEST_ARGS="-L actors|cluster|runtime|integration" sanitized_suite build-tsan thread ;;
+  --tsan)
+    # CAF built with TSan too (scripts/caf_tsan.sh), else TSan cannot see CAF's synchronisation.
+    caf=$(scripts/caf_tsan.sh)
+    export LD_LIBRARY_PATH=$caf${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    CTEST_ARGS="-L actors|cluster|runtime|integration" sanitized_suite build-tsan thread
+    ;;
 esac
 if [ "$mode" = all ]; then
   fuzz_seconds=${DEGNN_FUZZ_SECONDS:-5}

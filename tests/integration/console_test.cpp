@@ -31,6 +31,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// Long enough for a few training steps: under ThreadSanitizer a step takes 5-15 times as long
+// as in the plain build (a sanitized run once made no step in 500 ms).
+#ifdef DEGNN_SANITIZED
+constexpr auto kFewSteps = 3s;
+#else
+constexpr auto kFewSteps = 500ms;
+#endif
+
 class Console : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -286,7 +294,7 @@ TEST_F(Console, OverTlsOnlyAnOperatorAttachesAndTheRunGoesOnAfterConsolesLeave) 
         took[1], took[2], quiet[1]);
   }
   for (int i = 0; i < 3; ++i) {
-    std::this_thread::sleep_for(500ms);
+    std::this_thread::sleep_for(kFewSteps);
     const std::int64_t now = steps();
     EXPECT_GT(now, last) << "the run stopped after a console left (" << i + 1 << ")";
     last = now;
@@ -611,7 +619,7 @@ TEST_F(Console, TraceStartAndStopWriteTheStepsBetweenAsAChromeTrace) {
   EXPECT_TRUE(contains(again, "runs (trace stop first)")) << again;
   ASSERT_TRUE(wait_for(log("trace0"), "trace asked from the console", 30s))
       << read_file(log("trace0"));
-  std::this_thread::sleep_for(500ms);  // a few steps
+  std::this_thread::sleep_for(kFewSteps);
   const auto [prc, stopped] = console({node0, "-c", "trace stop"});
   ASSERT_EQ(prc, 0) << stopped;
   ASSERT_TRUE(wait_for(log("trace0"), "written to " + (traces / "steps.json").string(), 30s))
