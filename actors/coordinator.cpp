@@ -110,6 +110,66 @@ caf::result<T> enqueue(self_ptr self, Run run) {
   return rp;
 }
 
+// A worker actor that is gone (its node stopped, the connection dropped or timed out) fails the
+// running command and every later one at once, naming it, instead of after the request timeout.
+void on_worker_down(self_ptr self, const caf::down_msg& d) {
+  auto& st = self->state;
+  if (st.status.phase() == coordinator_phase::failed) return;
+  const std::string why =
+      lost_actor_name(st, d.source) + " is gone (" + self->system().render(d.reason) + ")";
+  if (st.running_fail) {
+    auto fail = st.running_fail;
+    fail(why);
+  } else {
+    st.status.set_phase(coordinator_phase::failed);
+    st.status.error = why;
+  }
+}
+
+// Every replica's parameters after step `step` (the replies are counted by the batch actors).
+void collect_parameters(self_ptr self, caf::typed_response_promise<replica_parameters> rp,
+                        fail_fn fail, std::uint64_t step) {
+  auto& st = self->state;
+  enter(st, coordinator_phase::reporting);
+  all(
+      self, st.batchers, params_atom_v,
+      control_messages(st, {.h = {step, 0}, .what = wire::control_kind::checkpoint}), "parameters",
+      [self, rp](std::vector<wire_message>& replies) mutable {
+        replica_parameters out;
+        for (const auto& m : replies)
+          out.values.push_back(wire::decode_allreduce_chunk(self->state.ctx, m.bytes).values);
+        rp.deliver(std::move(out));
+        command_done(self);
+      },
+      fail);
+}
+
+// The shards' staleness from the next step on (after the steps in flight).
+void set_staleness(self_ptr self, caf::typed_response_promise<bool> rp, fail_fn fail,
+                   std::int32_t staleness) {
+  auto& st = self->state;
+  wire::control c{.h = {0, 0}, .what = wire::control_kind::settings};
+  c.counts = {static_cast<std::uint64_t>(std::max(staleness, 0))};
+  all(
+      self, st.shards, settings_atom_v, control_messages(st, c), "settings",
+      [self, rp](std::vector<wire_message>&) mutable {
+        rp.deliver(true);
+        command_done(self);
+      },
+      fail);
+}
+
+coordinator_status status_now(const coordinator_state& st) {
+  coordinator_status s = st.status;
+  s.queued = st.queue.size();
+  s.allreduce_us = st.stages.total_us()[static_cast<size_t>(stage::allreduce)];
+  s.step_phase_us = st.stages.total_us()[static_cast<size_t>(stage::step_phase)];
+  s.steps_only_us = st.activity.only_us(kStepActivity);
+  s.allreduce_only_us = st.activity.only_us(kReduceActivity);
+  s.overlap_us = st.activity.both_us();
+  return s;
+}
+
 coordinator_actor::behavior_type coordinator_behavior(
     self_ptr self, std::vector<batch_actor> batchers, std::vector<shard_actor> shards,
     std::vector<store_actor> stores, wire::context ctx, std::chrono::milliseconds timeout) {
@@ -119,27 +179,13 @@ coordinator_actor::behavior_type coordinator_behavior(
   st.stores = std::move(stores);
   st.ctx = ctx;
   st.timeout = timeout;
-  // A worker actor that is gone (its node stopped, the connection dropped or timed out) fails the
-  // running command and every later one at once, naming it, instead of after the request timeout.
   for (const auto& a : st.batchers)
     self->monitor(a);
   for (const auto& a : st.shards)
     self->monitor(a);
   for (const auto& a : st.stores)
     self->monitor(a);
-  self->set_down_handler([self](caf::down_msg& d) {
-    auto& st = self->state;
-    if (st.status.phase() == coordinator_phase::failed) return;
-    const std::string why =
-        lost_actor_name(st, d.source) + " is gone (" + self->system().render(d.reason) + ")";
-    if (st.running_fail) {
-      auto fail = st.running_fail;
-      fail(why);
-    } else {
-      st.status.set_phase(coordinator_phase::failed);
-      st.status.error = why;
-    }
-  });
+  self->set_down_handler([self](caf::down_msg& d) { on_worker_down(self, d); });
   return {
       [self](run_step_atom, std::uint32_t epoch, std::uint64_t index, std::uint64_t step,
              bool decentralized) {
@@ -181,26 +227,7 @@ coordinator_actor::behavior_type coordinator_behavior(
       [self](params_atom, std::uint64_t step) {
         return enqueue<replica_parameters>(self, [=](auto rp, fail_fn fail) {
           finish_steps(
-              self,
-              [self, rp, fail, step]() mutable {
-                auto& st = self->state;
-                enter(st, coordinator_phase::reporting);
-                // The replies are counted by the batch actors.
-                all(
-                    self, st.batchers, params_atom_v,
-                    control_messages(st, {.h = {step, 0}, .what = wire::control_kind::checkpoint}),
-                    "parameters",
-                    [self, rp](std::vector<wire_message>& replies) mutable {
-                      replica_parameters out;
-                      for (const auto& m : replies)
-                        out.values.push_back(
-                            wire::decode_allreduce_chunk(self->state.ctx, m.bytes).values);
-                      rp.deliver(std::move(out));
-                      command_done(self);
-                    },
-                    fail);
-              },
-              fail);
+              self, [=]() mutable { collect_parameters(self, rp, fail, step); }, fail);
         });
       },
       [self](report_atom) {
@@ -230,33 +257,10 @@ coordinator_actor::behavior_type coordinator_behavior(
       [self](settings_atom, std::int32_t staleness) {
         return enqueue<bool>(self, [=](auto rp, fail_fn fail) mutable {
           finish_steps(
-              self,
-              [=]() mutable {
-                auto& st = self->state;
-                wire::control c{.h = {0, 0}, .what = wire::control_kind::settings};
-                c.counts = {static_cast<std::uint64_t>(std::max(staleness, 0))};
-                all(
-                    self, st.shards, settings_atom_v, control_messages(st, c), "settings",
-                    [=](std::vector<wire_message>&) mutable {
-                      rp.deliver(true);
-                      command_done(self);
-                    },
-                    fail);
-              },
-              fail);
+              self, [=]() mutable { set_staleness(self, rp, fail, staleness); }, fail);
         });
       },
-      [self](status_atom) {
-        auto& st = self->state;
-        coordinator_status s = st.status;
-        s.queued = st.queue.size();
-        s.allreduce_us = st.stages.total_us()[static_cast<size_t>(stage::allreduce)];
-        s.step_phase_us = st.stages.total_us()[static_cast<size_t>(stage::step_phase)];
-        s.steps_only_us = st.activity.only_us(kStepActivity);
-        s.allreduce_only_us = st.activity.only_us(kReduceActivity);
-        s.overlap_us = st.activity.both_us();
-        return s;
-      },
+      [self](status_atom) { return status_now(self->state); },
   };
 }
 

@@ -102,6 +102,25 @@ wire_message serve_shard_request(const graph_partition& part, const partition_bo
   }
 }
 
+// A sample or feature request of another worker, answered from this partition; counted.
+caf::result<wire_message> serve_graph_request(shard_state& st, const wire_message& m) {
+  auto reply = serve_shard_request(*st.part, *st.book, st.ctx, m);
+  st.sent.add(static_cast<wire::kind>(reply.kind), reply.bytes.size());
+  return reply;
+}
+
+// The console's staleness, from the coordinator. Staleness 0 would ask every halo row again each
+// step; more than a million steps is no bound at all.
+caf::result<wire_message> take_settings(shard_state& st, const wire::control& c) {
+  if (c.what != wire::control_kind::settings || c.counts.size() != 1 || c.counts[0] < 1 ||
+      c.counts[0] > 1'000'000)
+    throw wire::wire_error("settings carry one staleness in [1, 1000000]");
+  st.settings.staleness = static_cast<int>(c.counts[0]);
+  auto reply = result_message(st, c.h.step);
+  count(st, kCoordinatorPart, reply);
+  return reply;
+}
+
 shard_actor::behavior_type shard_behavior(self_ptr self,
                                           std::shared_ptr<const graph_partition> part,
                                           std::shared_ptr<const partition_book> book,
@@ -162,20 +181,12 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
   };
   return {
       [self, guarded](sample_atom, const wire_message& m) {
-        return guarded(wire::kind::sample_request, m, [&]() -> caf::result<wire_message> {
-          auto& st = self->state;
-          auto reply = serve_shard_request(*st.part, *st.book, st.ctx, m);
-          st.sent.add(static_cast<wire::kind>(reply.kind), reply.bytes.size());
-          return reply;
-        });
+        return guarded(wire::kind::sample_request, m,
+                       [&] { return serve_graph_request(self->state, m); });
       },
       [self, guarded](feature_atom, const wire_message& m) {
-        return guarded(wire::kind::feature_request, m, [&]() -> caf::result<wire_message> {
-          auto& st = self->state;
-          auto reply = serve_shard_request(*st.part, *st.book, st.ctx, m);
-          st.sent.add(static_cast<wire::kind>(reply.kind), reply.bytes.size());
-          return reply;
-        });
+        return guarded(wire::kind::feature_request, m,
+                       [&] { return serve_graph_request(self->state, m); });
       },
       [self, guarded](halo_atom, const wire_message& m) {
         return guarded(wire::kind::halo_request, m,
@@ -210,19 +221,8 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
                        [&]() -> caf::result<wire_message> { return parameters(self->state, m); });
       },
       [self, with_peers, control](settings_atom, const wire_message& m) {
-        return with_peers(wire::kind::control, m, [&]() -> caf::result<wire_message> {
-          auto& st = self->state;
-          const auto c = control(m);
-          // Staleness 0 would ask every halo row again each step; more than a million steps
-          // is no bound at all.
-          if (c.what != wire::control_kind::settings || c.counts.size() != 1 || c.counts[0] < 1 ||
-              c.counts[0] > 1'000'000)
-            throw wire::wire_error("settings carry one staleness in [1, 1000000]");
-          st.settings.staleness = static_cast<int>(c.counts[0]);
-          auto reply = result_message(st, c.h.step);
-          count(st, kCoordinatorPart, reply);
-          return reply;
-        });
+        return with_peers(wire::kind::control, m,
+                          [&] { return take_settings(self->state, control(m)); });
       },
       [self, guarded](report_atom, const wire_message& m) {
         // Counters only, and asked of every node's actors before they all have their view.

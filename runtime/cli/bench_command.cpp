@@ -120,6 +120,155 @@ double gemm_seconds(Eigen::Index rows, Eigen::Index in, Eigen::Index out) {
   return best + 0 * c(0, 0);
 }
 
+// Two modes timed epoch by epoch: serial (sample, gather, compute one after the other) and
+// prefetched (the next batch sampled and gathered in the background during compute). Same
+// batches, same steps; the dense work and sampled edges are counted in the prefetched mode.
+class train_bench {
+ public:
+  struct mode_stats {
+    std::unique_ptr<model_replica> replica;
+    std::vector<double> epoch_s, sample_s, compute_s;
+  };
+
+  train_bench(const dataset& d, std::vector<int> fanouts, int batch_size, replica_config rc)
+      : d_(d),
+        fanouts_(std::move(fanouts)),
+        batch_size_(batch_size),
+        rc_(rc),
+        sampler_(d.graph),
+        serial_{std::make_unique<model_replica>(rc), {}, {}, {}},
+        prefetched_{std::make_unique<model_replica>(rc), {}, {}, {}} {}
+
+  // Both modes over the same batches, alternating which goes first, so the machine's drift
+  // affects both.
+  void epoch(int epoch, std::uint64_t max_batches) {
+    auto batches = make_batches(d_.train, batch_size_, 1, static_cast<std::uint64_t>(epoch));
+    if (max_batches && batches.size() > max_batches) batches.resize(max_batches);
+    const std::uint64_t first_step = static_cast<std::uint64_t>(epoch) * batches.size();
+    if (epoch % 2 == 0) {
+      serial_epoch(batches, first_step);
+      prefetched_epoch(batches, first_step);
+    } else {
+      prefetched_epoch(batches, first_step);
+      serial_epoch(batches, first_step);
+    }
+    std::fprintf(stderr,
+                 "  epoch %d, %zu batches: serial %.2f s (sample %.2f, compute %.2f), prefetched "
+                 "%.2f s (waiting for batches %.2f, compute %.2f)\n",
+                 epoch + 1, batches.size(), serial_.epoch_s.back(), serial_.sample_s.back(),
+                 serial_.compute_s.back(), prefetched_.epoch_s.back(), prefetched_.sample_s.back(),
+                 prefetched_.compute_s.back());
+  }
+
+  // The medians, against plain Eigen GEMMs of the same shapes as the first layer's products
+  // (the same run): a line for people and a JSON line.
+  void report(int epochs) {
+    const auto& epoch_s = prefetched_.epoch_s;
+    const auto& sample_s = prefetched_.sample_s;
+    const auto& compute_s = prefetched_.compute_s;
+    const auto probe =
+        sampler_.sample(make_batches(d_.train, batch_size_, 7, 0).front(), fanouts_, 7, 0);
+    const auto rows = probe.blocks.front().num_dst();
+    const double gemm_s = gemm_seconds(rows, d_.num_features(), rc_.hidden);
+    const double gemm_gflops = 2.0 * rows * d_.num_features() * rc_.hidden / gemm_s / 1e9;
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    double total_compute = 0, total_epoch = 0;
+    for (double t : compute_s)
+      total_compute += t;
+    for (double t : epoch_s)
+      total_epoch += t;
+    const double train_gflops = flops_ / total_compute / 1e9;
+    const auto& serial = serial_;
+    std::printf(
+        "bench train %s: median epoch %.3f s prefetched (waiting for batches %.3f, compute %.3f), "
+        "%.3f s serial (sample %.3f, compute %.3f): %.2fx; %.2f M sampled edges/s; "
+        "dense work %.1f GFLOP/s over all compute time vs plain Eigen GEMM %.1f GFLOP/s (%.0f%%); "
+        "peak RSS %.0f MiB\n",
+        d_.name.c_str(), median(epoch_s), median(sample_s), median(compute_s),
+        median(serial.epoch_s), median(serial.sample_s), median(serial.compute_s),
+        median(serial.epoch_s) / median(epoch_s), edges_ / total_epoch / 1e6, train_gflops,
+        gemm_gflops, 100 * train_gflops / gemm_gflops, peak_rss_mib());
+    std::printf(
+        "{\"bench\":\"train\",\"dataset\":\"%s\",\"nodes\":%d,\"edges\":%lld,\"batch_size\":%d,"
+        "\"hidden\":%d,"
+        "\"epochs\":%d,\"median_epoch_s\":%.4f,\"median_sample_s\":%.4f,\"median_compute_s\":%.4f,"
+        "\"median_epoch_serial_s\":%.4f,\"median_sample_serial_s\":%.4f,\"prefetch_speedup\":%.3f,"
+        "\"sampled_edges_per_s\":%.0f,\"dense_gflops\":%.2f,\"gemm_gflops\":%.2f,\"dense_vs_gemm\":"
+        "%.3f,"
+        "\"peak_rss_mib\":%.1f}\n",
+        d_.name.c_str(), d_.num_nodes(), static_cast<long long>(d_.graph.num_edges()), batch_size_,
+        rc_.hidden, epochs, median(epoch_s), median(sample_s), median(compute_s),
+        median(serial.epoch_s), median(serial.sample_s), median(serial.epoch_s) / median(epoch_s),
+        edges_ / total_epoch, train_gflops, gemm_gflops, train_gflops / gemm_gflops,
+        peak_rss_mib());
+  }
+
+ private:
+  void train(model_replica& replica, const prepared_batch& p, std::uint64_t step, bool count) {
+    replica.train_step(p.batch, feature_table{&d_.features}, p.labels, step);
+    replica.apply_own_gradient();
+    if (!count) return;
+    // Dense work of a SAGE layer: two (num_dst x in) * (in x out) products forward, and twice
+    // that backward (weight and input gradients; the first layer skips the input gradient).
+    for (size_t l = 0; l < p.batch.blocks.size(); ++l) {
+      const double in = l == 0 ? d_.num_features() : rc_.hidden;
+      const double out = l + 1 == p.batch.blocks.size() ? d_.num_classes : rc_.hidden;
+      const double rows = p.batch.blocks[l].num_dst();
+      flops_ += 2 * rows * in * out * 2 * (l == 0 ? 2 : 3);
+      edges_ += static_cast<double>(p.batch.blocks[l].num_edges());
+    }
+  }
+
+  void serial_epoch(const std::vector<std::vector<node_id>>& batches, std::uint64_t first_step) {
+    double ts = 0, tc = 0;
+    stopwatch epoch_clock;
+    for (size_t i = 0; i < batches.size(); ++i) {
+      stopwatch clock;
+      const prepared_batch p =
+          prepare_batch(sampler_, d_, batches[i], fanouts_, 1, first_step + i, false);
+      ts += clock.seconds();
+      clock.reset();
+      train(*serial_.replica, p, first_step + i, false);
+      tc += clock.seconds();
+    }
+    serial_.epoch_s.push_back(epoch_clock.seconds());
+    serial_.sample_s.push_back(ts);
+    serial_.compute_s.push_back(tc);
+  }
+
+  void prefetched_epoch(const std::vector<std::vector<node_id>>& batches,
+                        std::uint64_t first_step) {
+    double ts = 0, tc = 0;
+    stopwatch epoch_clock;
+    std::vector<batch_prefetcher::job> jobs;
+    for (size_t i = 0; i < batches.size(); ++i)
+      jobs.push_back({batches[i], first_step + i});
+    batch_prefetcher prefetch(d_, fanouts_, 1, std::move(jobs), 1, false);
+    for (size_t i = 0; i < batches.size(); ++i) {
+      stopwatch clock;
+      const prepared_batch p = prefetch.next();
+      ts += clock.seconds();
+      clock.reset();
+      train(*prefetched_.replica, p, first_step + i, true);
+      tc += clock.seconds();
+    }
+    prefetched_.epoch_s.push_back(epoch_clock.seconds());
+    prefetched_.sample_s.push_back(ts);
+    prefetched_.compute_s.push_back(tc);
+  }
+
+  const dataset& d_;
+  std::vector<int> fanouts_;
+  int batch_size_;
+  replica_config rc_;
+  neighbor_sampler sampler_;
+  mode_stats serial_, prefetched_;
+  double edges_ = 0, flops_ = 0;
+};
+
 }  // namespace
 
 int bench_train(int argc, char** argv) {
@@ -151,138 +300,19 @@ int bench_train(int argc, char** argv) {
   const int batch_size = static_cast<int>(opts.integer("batch-size", 1, 1 << 24));
   const int epochs = static_cast<int>(opts.integer("epochs", 1, 1000));
   const auto max_batches = static_cast<std::uint64_t>(opts.integer("max-batches", 0));
-  replica_config rc{.model = "sage",
-                    .in_dim = d.num_features(),
-                    .hidden = static_cast<std::int32_t>(opts.integer("hidden", 1, 1 << 16)),
-                    .num_classes = d.num_classes,
-                    .num_layers = static_cast<std::int32_t>(fanouts.size()),
-                    .dropout = 0.5f,
-                    .lr = 0.003f,
-                    .weight_decay = 0.0f,
-                    .seed = 1};
-  // Two modes timed epoch by epoch, alternating which goes first, so the machine's drift
-  // affects both: serial (sample, gather, compute one after the other) and prefetched (the next
-  // batch sampled and gathered in the background during compute). Same batches, same steps.
-  struct mode_stats {
-    std::unique_ptr<model_replica> replica;
-    std::vector<double> epoch_s, sample_s, compute_s;
-  };
-  mode_stats serial{std::make_unique<model_replica>(rc), {}, {}, {}};
-  mode_stats prefetched{std::make_unique<model_replica>(rc), {}, {}, {}};
-  neighbor_sampler sampler(d.graph);
-  double edges = 0, flops = 0, dense_rows_time_ref = 0;
-  for (int epoch = 0; epoch < epochs; ++epoch) {
-    auto batches = make_batches(d.train, batch_size, 1, static_cast<std::uint64_t>(epoch));
-    if (max_batches && batches.size() > max_batches) batches.resize(max_batches);
-    const std::uint64_t first_step = static_cast<std::uint64_t>(epoch) * batches.size();
-    auto train = [&](model_replica& replica, const prepared_batch& p, std::uint64_t step,
-                     bool count) {
-      replica.train_step(p.batch, feature_table{&d.features}, p.labels, step);
-      replica.apply_own_gradient();
-      if (!count) return;
-      // Dense work of a SAGE layer: two (num_dst x in) * (in x out) products forward, and twice
-      // that backward (weight and input gradients; the first layer skips the input gradient).
-      for (size_t l = 0; l < p.batch.blocks.size(); ++l) {
-        const double in = l == 0 ? d.num_features() : rc.hidden;
-        const double out = l + 1 == p.batch.blocks.size() ? d.num_classes : rc.hidden;
-        const double rows = p.batch.blocks[l].num_dst();
-        flops += 2 * rows * in * out * 2 * (l == 0 ? 2 : 3);
-        edges += static_cast<double>(p.batch.blocks[l].num_edges());
-      }
-    };
-    auto run_serial = [&] {
-      double ts = 0, tc = 0;
-      stopwatch epoch_clock;
-      for (size_t i = 0; i < batches.size(); ++i) {
-        stopwatch clock;
-        const prepared_batch p =
-            prepare_batch(sampler, d, batches[i], fanouts, 1, first_step + i, false);
-        ts += clock.seconds();
-        clock.reset();
-        train(*serial.replica, p, first_step + i, false);
-        tc += clock.seconds();
-      }
-      serial.epoch_s.push_back(epoch_clock.seconds());
-      serial.sample_s.push_back(ts);
-      serial.compute_s.push_back(tc);
-    };
-    auto run_prefetched = [&] {
-      double ts = 0, tc = 0;
-      stopwatch epoch_clock;
-      std::vector<batch_prefetcher::job> jobs;
-      for (size_t i = 0; i < batches.size(); ++i)
-        jobs.push_back({batches[i], first_step + i});
-      batch_prefetcher prefetch(d, fanouts, 1, std::move(jobs), 1, false);
-      for (size_t i = 0; i < batches.size(); ++i) {
-        stopwatch clock;
-        const prepared_batch p = prefetch.next();
-        ts += clock.seconds();
-        clock.reset();
-        train(*prefetched.replica, p, first_step + i, true);
-        tc += clock.seconds();
-      }
-      prefetched.epoch_s.push_back(epoch_clock.seconds());
-      prefetched.sample_s.push_back(ts);
-      prefetched.compute_s.push_back(tc);
-    };
-    if (epoch % 2 == 0) {
-      run_serial();
-      run_prefetched();
-    } else {
-      run_prefetched();
-      run_serial();
-    }
-    std::fprintf(stderr,
-                 "  epoch %d, %zu batches: serial %.2f s (sample %.2f, compute %.2f), prefetched "
-                 "%.2f s (waiting for batches %.2f, compute %.2f)\n",
-                 epoch + 1, batches.size(), serial.epoch_s.back(), serial.sample_s.back(),
-                 serial.compute_s.back(), prefetched.epoch_s.back(), prefetched.sample_s.back(),
-                 prefetched.compute_s.back());
-  }
-  const auto& epoch_s = prefetched.epoch_s;
-  const auto& sample_s = prefetched.sample_s;
-  const auto& compute_s = prefetched.compute_s;
-  // Reference: plain Eigen GEMMs of the same shapes as the first layer's products, same run.
-  {
-    const auto probe =
-        sampler.sample(make_batches(d.train, batch_size, 7, 0).front(), fanouts, 7, 0);
-    const auto rows = probe.blocks.front().num_dst();
-    dense_rows_time_ref = gemm_seconds(rows, d.num_features(), rc.hidden);
-    flops += 0;
-    const double gemm_gflops =
-        2.0 * rows * d.num_features() * rc.hidden / dense_rows_time_ref / 1e9;
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
-    double total_compute = 0, total_epoch = 0;
-    for (double t : compute_s)
-      total_compute += t;
-    for (double t : epoch_s)
-      total_epoch += t;
-    const double train_gflops = flops / total_compute / 1e9;
-    std::printf(
-        "bench train %s: median epoch %.3f s prefetched (waiting for batches %.3f, compute %.3f), "
-        "%.3f s serial (sample %.3f, compute %.3f): %.2fx; %.2f M sampled edges/s; "
-        "dense work %.1f GFLOP/s over all compute time vs plain Eigen GEMM %.1f GFLOP/s (%.0f%%); "
-        "peak RSS %.0f MiB\n",
-        d.name.c_str(), median(epoch_s), median(sample_s), median(compute_s),
-        median(serial.epoch_s), median(serial.sample_s), median(serial.compute_s),
-        median(serial.epoch_s) / median(epoch_s), edges / total_epoch / 1e6, train_gflops,
-        gemm_gflops, 100 * train_gflops / gemm_gflops, peak_rss_mib());
-    std::printf(
-        "{\"bench\":\"train\",\"dataset\":\"%s\",\"nodes\":%d,\"edges\":%lld,\"batch_size\":%d,"
-        "\"hidden\":%d,"
-        "\"epochs\":%d,\"median_epoch_s\":%.4f,\"median_sample_s\":%.4f,\"median_compute_s\":%.4f,"
-        "\"median_epoch_serial_s\":%.4f,\"median_sample_serial_s\":%.4f,\"prefetch_speedup\":%.3f,"
-        "\"sampled_edges_per_s\":%.0f,\"dense_gflops\":%.2f,\"gemm_gflops\":%.2f,\"dense_vs_gemm\":"
-        "%.3f,"
-        "\"peak_rss_mib\":%.1f}\n",
-        d.name.c_str(), d.num_nodes(), static_cast<long long>(d.graph.num_edges()), batch_size,
-        rc.hidden, epochs, median(epoch_s), median(sample_s), median(compute_s),
-        median(serial.epoch_s), median(serial.sample_s), median(serial.epoch_s) / median(epoch_s),
-        edges / total_epoch, train_gflops, gemm_gflops, train_gflops / gemm_gflops, peak_rss_mib());
-  }
+  const replica_config rc{.model = "sage",
+                          .in_dim = d.num_features(),
+                          .hidden = static_cast<std::int32_t>(opts.integer("hidden", 1, 1 << 16)),
+                          .num_classes = d.num_classes,
+                          .num_layers = static_cast<std::int32_t>(fanouts.size()),
+                          .dropout = 0.5f,
+                          .lr = 0.003f,
+                          .weight_decay = 0.0f,
+                          .seed = 1};
+  train_bench bench(d, fanouts, batch_size, rc);
+  for (int epoch = 0; epoch < epochs; ++epoch)
+    bench.epoch(epoch, max_batches);
+  bench.report(epochs);
   return 0;
 }
 

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -169,78 +170,85 @@ std::string partitions_for(const std::string& data, int nodes, const std::string
   return out.string();
 }
 
-}  // namespace
-
-int run_launch(int argc, char** argv) {
+struct launch_options {
   int nodes = 0;
-  std::string tls, data, partitions, cache_dir;
+  std::string tls, data, cache_dir;
+  bool partitions = false;  ///< --partitions given (goes to the nodes)
   std::string method = "metis", partition_seed = "1";
-  std::vector<std::string> forwarded;
-  // --local N and --tls DIR are the launcher's; every other option goes to each node as given.
+  std::vector<std::string> forwarded;  ///< what every node gets as given
+};
+
+void print_launch_help() {
+  std::printf(
+      "usage: degnn launch --local N [--tls DIR] [node options]\n\n"
+      "Starts N degnn node processes on this machine: node 0 the seed on a free loopback\n"
+      "port, the others joining it (with --tls DIR, node K uses DIR/node-K.*). Every other\n"
+      "option goes to each node (degnn node --help lists them). Output lines carry the\n"
+      "rank; Ctrl-C stops the whole cluster; the exit code is the worst node's.\n"
+      "With --data DIR instead of --partitions, DIR is first partitioned into N parts\n"
+      "(--partition-method, --seed) beside its cache (--cache-dir), or those are reused.\n");
+}
+
+// --local N and --tls DIR are the launcher's; every other option goes to each node as given.
+// Nothing for --help (printed).
+std::optional<launch_options> read_launch_options(int argc, char** argv) {
+  launch_options o;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
+    auto is = [&](const std::string& name) { return a == name || a.rfind(name + "=", 0) == 0; };
     auto value = [&](const std::string& name) -> std::string {
       if (a.rfind(name + "=", 0) == 0) return a.substr(name.size() + 1);
       if (i + 1 >= argc) throw config_error("launch: " + name + " needs a value");
       return argv[++i];
     };
     if (a == "--help" || a == "-h") {
-      std::printf(
-          "usage: degnn launch --local N [--tls DIR] [node options]\n\n"
-          "Starts N degnn node processes on this machine: node 0 the seed on a free loopback\n"
-          "port, the others joining it (with --tls DIR, node K uses DIR/node-K.*). Every other\n"
-          "option goes to each node (degnn node --help lists them). Output lines carry the\n"
-          "rank; Ctrl-C stops the whole cluster; the exit code is the worst node's.\n"
-          "With --data DIR instead of --partitions, DIR is first partitioned into N parts\n"
-          "(--partition-method, --seed) beside its cache (--cache-dir), or those are reused.\n");
-      return 0;
+      print_launch_help();
+      return std::nullopt;
     }
-    if (a == "--local" || a.rfind("--local=", 0) == 0) {
+    if (is("--local")) {
       const std::string v = value("--local");
       try {
-        nodes = std::stoi(v);
+        o.nodes = std::stoi(v);
       } catch (const std::exception&) {
-        nodes = 0;
+        o.nodes = 0;
       }
-      if (nodes < 1 || nodes > 256) throw config_error("launch: --local '" + v + "' is not 1..256");
-    } else if (a == "--tls" || a.rfind("--tls=", 0) == 0) {
-      tls = value("--tls");
-    } else if (a == "--data" || a.rfind("--data=", 0) == 0) {
-      data = value("--data");
-    } else if (a == "--partition-method" || a.rfind("--partition-method=", 0) == 0) {
-      method = value("--partition-method");
-      if (method != "metis" && method != "random")
-        throw config_error("launch: --partition-method '" + method + "' is not metis or random");
-    } else if (a == "--cache-dir" || a.rfind("--cache-dir=", 0) == 0) {
-      cache_dir = value("--cache-dir");
+      if (o.nodes < 1 || o.nodes > 256)
+        throw config_error("launch: --local '" + v + "' is not 1..256");
+    } else if (is("--tls")) {
+      o.tls = value("--tls");
+    } else if (is("--data")) {
+      o.data = value("--data");
+    } else if (is("--partition-method")) {
+      o.method = value("--partition-method");
+      if (o.method != "metis" && o.method != "random")
+        throw config_error("launch: --partition-method '" + o.method + "' is not metis or random");
+    } else if (is("--cache-dir")) {
+      o.cache_dir = value("--cache-dir");
+    } else if (is("--seed")) {
+      // The nodes take it too; the launcher also needs it for --data.
+      o.partition_seed = value("--seed");
+      o.forwarded.insert(o.forwarded.end(), {"--seed", o.partition_seed});
     } else {
-      // The nodes take these too; the launcher also needs them for --data.
-      if (a == "--seed" || a.rfind("--seed=", 0) == 0) {
-        partition_seed = value("--seed");
-        forwarded.insert(forwarded.end(), {"--seed", partition_seed});
-        continue;
-      }
-      if (a == "--partitions" || a.rfind("--partitions=", 0) == 0) partitions = "given";
+      if (is("--partitions")) o.partitions = true;
       for (const char* own : {"--is-seed", "--join", "--listen", "--tls-name", "--rank-hint",
                               "--peers", "--id", "--name", "--config-file"}) {
-        if (a == own || a.rfind(std::string(own) + "=", 0) == 0)
+        if (is(own))
           throw config_error(std::string("launch: ") + own +
                              " is set by the launcher for each node");
       }
-      forwarded.push_back(a);
+      o.forwarded.push_back(a);
     }
   }
-  if (nodes == 0) throw config_error("launch: --local N is required (nodes on this machine)");
-  if (!data.empty()) {
-    if (!partitions.empty())
-      throw config_error("launch: --data and --partitions: give one (--data is partitioned first)");
-    forwarded.insert(forwarded.end(), {"--partitions", partitions_for(data, nodes, method,
-                                                                      partition_seed, cache_dir)});
-  } else if (!cache_dir.empty() || method != "metis") {
+  if (o.nodes == 0) throw config_error("launch: --local N is required (nodes on this machine)");
+  if (!o.data.empty() && o.partitions)
+    throw config_error("launch: --data and --partitions: give one (--data is partitioned first)");
+  if (o.data.empty() && (!o.cache_dir.empty() || o.method != "metis"))
     throw config_error("launch: --partition-method and --cache-dir go with --data");
-  }
-  const std::string seed = "127.0.0.1:" + std::to_string(free_loopback_port());
+  return o;
+}
 
+// Ctrl-C and SIGTERM reach the loop through signal_pipe.
+void catch_signals() {
   if (::pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("launch: pipe");
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -248,72 +256,105 @@ int run_launch(int argc, char** argv) {
   ::sigaction(SIGTERM, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   ::signal(SIGCHLD, SIG_DFL);  // an inherited SIG_IGN would make waitpid never report an exit
+}
 
+// Node 0 the seed at `seed`, the others joining it.
+std::vector<node_process> start_nodes(const launch_options& o, const std::string& seed) {
   std::vector<node_process> procs;
-  for (int k = 0; k < nodes; ++k) {
+  for (int k = 0; k < o.nodes; ++k) {
     std::vector<std::string> args = {"degnn", "node"};
     if (k == 0) {
-      args.insert(args.end(), {"--is-seed", "--listen", seed, "--nodes", std::to_string(nodes)});
+      args.insert(args.end(), {"--is-seed", "--listen", seed, "--nodes", std::to_string(o.nodes)});
     } else {
       args.insert(args.end(), {"--join", seed, "--rank-hint", std::to_string(k)});
     }
-    if (!tls.empty())
-      args.insert(args.end(), {"--tls", tls, "--tls-name", "node-" + std::to_string(k)});
-    args.insert(args.end(), forwarded.begin(), forwarded.end());
+    if (!o.tls.empty())
+      args.insert(args.end(), {"--tls", o.tls, "--tls-name", "node-" + std::to_string(k)});
+    args.insert(args.end(), o.forwarded.begin(), o.forwarded.end());
     procs.push_back(start_node(k, args));
   }
-  std::fprintf(stderr, "launch: %d nodes, seed at %s\n", nodes, seed.c_str());
+  return procs;
+}
 
+// Relays the nodes' output and waits for every node to end; the first unexpected exit (or a
+// signal) stops the others, and whatever does not end within 5 s after that is killed.
+class supervisor {
+ public:
+  explicit supervisor(std::vector<node_process> procs)
+      : procs_(std::move(procs)), running_(static_cast<int>(procs_.size())) {}
+
+  int run() {
+    while (running_ > 0) {
+      std::vector<pollfd> fds = {{signal_pipe[0], POLLIN, 0}};
+      for (auto& p : procs_)
+        if (p.out >= 0) fds.push_back({p.out, POLLIN, 0});
+      ::poll(fds.data(), fds.size(), 100);
+      if (fds[0].revents & POLLIN) take_signals();
+      for (size_t i = 1; i < fds.size(); ++i)
+        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) relay(fds[i].fd);
+      reap();
+      if (clock::now() > kill_at_) {
+        for (auto& p : procs_)
+          if (p.running) ::kill(p.pid, SIGKILL);
+      }
+    }
+    drain();
+    // The code of the exit that stopped the cluster (the cause), not of the nodes it then
+    // stopped; after Ctrl-C or SIGTERM, 130 or 143.
+    int code = first_failure_;
+    if (code == 0) {
+      for (const auto& p : procs_)
+        code = std::max(code, p.code);
+    }
+    std::fprintf(stderr, "launch: every node ended (exit code %d)\n", code);
+    return code;
+  }
+
+ private:
   using clock = std::chrono::steady_clock;
-  bool stopping = false;
-  clock::time_point kill_at = clock::time_point::max();
-  auto stop_all = [&](int sig, const std::string& why) {
-    if (!stopping) std::fprintf(stderr, "launch: %s; stopping every node\n", why.c_str());
-    stopping = true;
-    for (auto& p : procs)
+
+  void stop_all(int sig, const std::string& why) {
+    if (!stopping_) std::fprintf(stderr, "launch: %s; stopping every node\n", why.c_str());
+    stopping_ = true;
+    for (auto& p : procs_)
       if (p.running) ::kill(p.pid, sig);
-    // Whatever does not end within 5 s is killed.
-    kill_at = std::min(kill_at, clock::now() + std::chrono::seconds(5));
-  };
-  int running = nodes;
-  int first_failure = 0;
-  while (running > 0) {
-    std::vector<pollfd> fds = {{signal_pipe[0], POLLIN, 0}};
-    for (auto& p : procs)
-      if (p.out >= 0) fds.push_back({p.out, POLLIN, 0});
-    ::poll(fds.data(), fds.size(), 100);
-    if (fds[0].revents & POLLIN) {
-      char sig = 0;
-      while (::read(signal_pipe[0], &sig, 1) == 1) {
-        if (first_failure == 0) first_failure = 128 + sig;
-        stop_all(sig, sig == SIGINT ? "interrupted" : "terminated");
-      }
+    kill_at_ = std::min(kill_at_, clock::now() + std::chrono::seconds(5));
+  }
+
+  void take_signals() {
+    char sig = 0;
+    while (::read(signal_pipe[0], &sig, 1) == 1) {
+      if (first_failure_ == 0) first_failure_ = 128 + sig;
+      stop_all(sig, sig == SIGINT ? "interrupted" : "terminated");
     }
-    for (size_t i = 1; i < fds.size(); ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      auto& p = *std::find_if(procs.begin(), procs.end(),
-                              [&](const node_process& x) { return x.out == fds[i].fd; });
-      char buf[65536];
-      const ssize_t n = ::read(p.out, buf, sizeof buf);
-      if (n > 0) {
-        p.pending.append(buf, static_cast<size_t>(n));
-        flush_lines(p, false);
-      } else if (n == 0) {
-        flush_lines(p, true);
-        ::close(p.out);
-        p.out = -1;
-      }
+  }
+
+  void relay(int fd) {
+    auto& p = *std::find_if(procs_.begin(), procs_.end(),
+                            [&](const node_process& x) { return x.out == fd; });
+    char buf[65536];
+    const ssize_t n = ::read(p.out, buf, sizeof buf);
+    if (n > 0) {
+      p.pending.append(buf, static_cast<size_t>(n));
+      flush_lines(p, false);
+    } else if (n == 0) {
+      flush_lines(p, true);
+      ::close(p.out);
+      p.out = -1;
     }
-    // Every exit of this pass first: when a killed node and the node that stopped because it
-    // lost it end within one pass, the cause is the one a signal ended.
+  }
+
+  // Every exit of this pass first: when a killed node and the node that stopped because it lost
+  // it end within one pass, the cause is the one a signal ended.
+  void reap() {
     const node_process* cause = nullptr;
     bool cause_signalled = false;
-    for (auto& p : procs) {
+    for (auto& p : procs_) {
       if (!p.running) continue;
       int status = 0;
       if (::waitpid(p.pid, &status, WNOHANG) != p.pid) continue;
       p.running = false;
-      --running;
+      --running_;
       p.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       const bool signalled = WIFSIGNALED(status);
       if (p.code != 0 && (!cause || (signalled && !cause_signalled))) {
@@ -321,34 +362,47 @@ int run_launch(int argc, char** argv) {
         cause_signalled = signalled;
       }
     }
-    if (cause && !stopping) {
-      first_failure = cause->code;
+    if (cause && !stopping_) {
+      first_failure_ = cause->code;
       stop_all(SIGTERM, "node " + std::to_string(cause->rank) + " exited with " +
                             std::to_string(cause->code));
     }
-    if (clock::now() > kill_at) {
-      for (auto& p : procs)
-        if (p.running) ::kill(p.pid, SIGKILL);
+  }
+
+  // Output still in the pipes after the last exit.
+  void drain() {
+    for (auto& p : procs_) {
+      if (p.out < 0) continue;
+      char buf[65536];
+      for (ssize_t n; (n = ::read(p.out, buf, sizeof buf)) > 0;)
+        p.pending.append(buf, static_cast<size_t>(n));
+      flush_lines(p, true);
+      ::close(p.out);
     }
   }
-  // Output still in the pipes after the last exit.
-  for (auto& p : procs) {
-    if (p.out < 0) continue;
-    char buf[65536];
-    for (ssize_t n; (n = ::read(p.out, buf, sizeof buf)) > 0;)
-      p.pending.append(buf, static_cast<size_t>(n));
-    flush_lines(p, true);
-    ::close(p.out);
+
+  std::vector<node_process> procs_;
+  int running_;
+  int first_failure_ = 0;
+  bool stopping_ = false;
+  clock::time_point kill_at_ = clock::time_point::max();
+};
+
+}  // namespace
+
+int run_launch(int argc, char** argv) {
+  std::optional<launch_options> o = read_launch_options(argc, argv);
+  if (!o) return 0;
+  if (!o->data.empty()) {
+    o->forwarded.insert(o->forwarded.end(),
+                        {"--partitions", partitions_for(o->data, o->nodes, o->method,
+                                                        o->partition_seed, o->cache_dir)});
   }
-  // The code of the exit that stopped the cluster (the cause), not of the nodes it then stopped;
-  // after Ctrl-C or SIGTERM, 130 or 143.
-  int code = first_failure;
-  if (code == 0) {
-    for (const auto& p : procs)
-      code = std::max(code, p.code);
-  }
-  std::fprintf(stderr, "launch: every node ended (exit code %d)\n", code);
-  return code;
+  const std::string seed = "127.0.0.1:" + std::to_string(free_loopback_port());
+  catch_signals();
+  supervisor cluster(start_nodes(*o, seed));
+  std::fprintf(stderr, "launch: %d nodes, seed at %s\n", o->nodes, seed.c_str());
+  return cluster.run();
 }
 
 }  // namespace degnn

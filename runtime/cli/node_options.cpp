@@ -7,7 +7,6 @@
 #include "runtime/cli/train_options.hpp"
 #include "runtime/node/rendezvous.hpp"
 #include "runtime/node/seed_discovery.hpp"
-#include "runtime/train/status_board.hpp"
 
 namespace degnn {
 
@@ -71,18 +70,6 @@ std::vector<option_spec> node_option_specs() {
                    "a connection silent for this many heartbeat intervals is dropped and its "
                    "node counted lost"});
   return specs;
-}
-
-void enable_console_traces(status_board& board, const option_set& opts, const train_settings& s) {
-  if (!s.trace.empty()) {
-    board.enable_traces("", "this run traces to " + s.trace + " already (--trace)");
-    return;
-  }
-  if (!opts.given("trace-dir")) return;
-  const std::string dir = opts.str("trace-dir");
-  if (!std::filesystem::is_directory(dir))
-    throw config_error("node: --trace-dir " + dir + " is not a folder");
-  board.enable_traces(dir);
 }
 
 std::string read_recover_mode(const option_set& opts, const train_settings& s,

@@ -1,5 +1,5 @@
 // The options of `degnn node` (the training settings and the cluster's), and reading them into
-// the node's launch mode, recovery mode and console traces. Errors name the option.
+// the node's launch mode and recovery mode. Errors name the option.
 #pragma once
 
 #include <string>
@@ -17,10 +17,6 @@ std::vector<option_spec> node_option_specs();
 launch_mode read_launch_mode(const option_set& opts);
 
 struct train_settings;
-class status_board;
-/// Node 0's console traces go into --trace-dir (which must be a folder); refused when the run
-/// traces itself (--trace) or has no --trace-dir.
-void enable_console_traces(status_board& board, const option_set& opts, const train_settings& s);
 
 /// --recover: "off" (a lost member stops the cluster), "adopt" (the survivors take over its
 /// partitions) or "replace" (a new node joining through the seed does); both roll the cluster

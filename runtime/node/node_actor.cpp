@@ -1,25 +1,14 @@
-// The node actor's behaviour. Phases: joining (the seed takes joins; greetings are not_ready)
-// -> serving (after serve: greetings, workers, view) -> viewed (after view: ready, bye); after a
-// recovery the runtime serves the next view's role, and serving and viewed come again.
+// The node actor's behaviour: one line per message, the handlers by concern in node_joins.cpp,
+// node_files.cpp, node_peers.cpp, node_faults.cpp, node_views.cpp and node_console.cpp. Phases:
+// joining (the seed takes joins; greetings are not_ready) -> serving (after serve: greetings,
+// workers, view) -> viewed (after view: ready, bye); after a recovery the runtime serves the next
+// view's role, and serving and viewed come again.
 #include "runtime/node/node_actor.hpp"
 #include "runtime/node/node_state.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
-#include <csignal>
-#include <cstdio>
-#include <map>
 #include <memory>
-#include <set>
-#include <sstream>
 
-#include "actors/gather.hpp"
-#include "runtime/node/partition_transfer.hpp"
-#include "runtime/process/process_stats.hpp"
-#include "runtime/train/cluster_identity.hpp"
-#include "runtime/train/status_board.hpp"
-#include "serialization/wire_console.hpp"
 #include "serialization/wire_membership.hpp"
 
 namespace degnn {
@@ -63,34 +52,20 @@ namespace {
 
 using namespace node_detail;
 
-// A rank a new node serves in `view` greets again (with its new node actor).
-void forget_replaced(node_state& st, const wire::membership_view& view) {
-  for (std::int32_t r : view.replaced) {
-    st.greeted.erase(r);
-    st.refused.erase(r);
-    st.gone.erase(r);
-  }
-}
-
-// Why greetings and worker requests wait; "fetching" lets the asker extend its deadline.
-std::string not_serving_yet(const node_state& st) {
-  if (!st.fetching.empty())
-    return st.me() + " is fetching its partitions from the seed (" + st.fetching + ")";
-  return st.me() + " has not spawned its workers yet";
-}
-
-// Empty when a fault order (`what`: kill, cut) may be taken: this node allows faults and node 0
-// showed the token this node gave it alone (compared in constant time); else why not.
-std::string refuse_fault_order(node_pointer self, const std::string& token, const char* what) {
+// A greeted peer's node actor went down; a joiner that goes away before the view is forgotten
+// (after the view, the mesh finds out).
+void on_down(node_pointer self, const caf::down_msg& d) {
   auto& st = self->state;
-  if (st.kill_token.empty()) return st.me() + " was started without --allow-faults";
-  unsigned char differ = token.size() != st.kill_token.size();
-  for (size_t i = 0; i < std::min(token.size(), st.kill_token.size()); ++i)
-    differ |= static_cast<unsigned char>(token[i] ^ st.kill_token[i]);
-  const auto sender = self->current_sender();
-  if (differ || !sender || st.node0.empty() || sender->node() != st.node0.front())
-    return std::string(what) + " is taken from node 0 only";
-  return {};
+  for (const auto& [rank, g] : st.greeted)
+    if (g.node && g.node->address() == d.source) st.gone.insert(rank);
+  if (!st.seed || st.seed->joins.closed()) return;
+  for (auto it = st.joins.begin(); it != st.joins.end(); ++it) {
+    if (it->second.asker != d.source) continue;
+    st.seed->joins.remove(it->first);
+    if (st.log) st.log("a joiner went away before the cluster formed: " + caf::to_string(d.reason));
+    st.joins.erase(it);
+    return;
+  }
 }
 
 node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
@@ -108,21 +83,7 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
   self->state.identity = std::move(identity);
   self->state.seed = std::move(seed);
   self->state.log = std::move(log);
-  // A joiner that goes away before the view is forgotten (after the view, the mesh finds out).
-  self->set_down_handler([self](caf::down_msg& d) {
-    auto& st = self->state;
-    for (const auto& [rank, g] : st.greeted)
-      if (g.node && g.node->address() == d.source) st.gone.insert(rank);
-    if (!st.seed || st.seed->joins.closed()) return;
-    for (auto it = st.joins.begin(); it != st.joins.end(); ++it) {
-      if (it->second.asker != d.source) continue;
-      st.seed->joins.remove(it->first);
-      if (st.log)
-        st.log("a joiner went away before the cluster formed: " + caf::to_string(d.reason));
-      st.joins.erase(it);
-      return;
-    }
-  });
+  self->set_down_handler([self](caf::down_msg& d) { on_down(self, d); });
   if (self->state.seed && self->state.seed->joins.full()) form(self);  // a cluster of one
   return {
       [self](manifest_atom) -> caf::result<std::vector<char>> {
@@ -132,46 +93,9 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         return wire::encode(wire::context{}, st.seed->files);
       },
       [self](chunk_atom, const std::vector<char>& b) -> caf::result<std::vector<char>> {
-        auto& st = self->state;
-        if (!st.seed)
-          return actor_error(actor_errc::rejected, "only the seed serves partition files");
-        try {
-          // A request is a few hundred bytes: anything larger is refused unread.
-          auto req = wire::decode_file_chunk_request(wire::context{.max_bytes = 4096}, b);
-          const std::string prefix = kSeedCheckpointPrefix;
-          if (req.path.rfind(prefix, 0) != 0 || st.seed->checkpoints.empty())
-            return wire::encode(wire::context{},
-                                read_chunk(st.seed->partitions, st.seed->files, req));
-          // A checkpoint file offered to a replacement: read from the checkpoint folder, given
-          // to accepted replacements only (the model is not for whoever reaches the seed).
-          const auto sender = self->current_sender();
-          if (!sender || !st.replacements.count(sender->node()))
-            throw std::runtime_error("'" + req.path + "' is offered to replacements only");
-          const wire::file_entry* f = st.seed->files.find(req.path);
-          if (!f) throw std::runtime_error("'" + req.path + "' is not offered");
-          wire::file_manifest one{{*f}};
-          one.files[0].path = req.path = req.path.substr(prefix.size());
-          wire::file_chunk c = read_chunk(st.seed->checkpoints, one, req);
-          c.path = prefix + c.path;
-          return wire::encode(wire::context{}, c);
-        } catch (const std::exception& e) {
-          if (st.log)
-            st.log("refused a file chunk to " + sender_name(self->current_sender()) + ": " +
-                   e.what());
-          return actor_error(actor_errc::rejected, e.what());
-        }
+        return serve_file_chunk(self, b);
       },
-      [self](challenge_atom) -> caf::result<std::vector<char>> {
-        auto& st = self->state;
-        const auto sender = self->current_sender();
-        const bool gives = (st.seed && st.seed->tls) || (st.console && st.console->tls);
-        if (!gives || !sender)
-          return actor_error(actor_errc::rejected, "this node gives no challenges");
-        if (st.challenges.size() >= 256) st.challenges.erase(st.challenges.begin());
-        auto& c = st.challenges[caf::actor_cast<caf::actor_addr>(sender)];
-        c = random_challenge();
-        return std::vector<char>(c.begin(), c.end());
-      },
+      [self](challenge_atom) -> caf::result<std::vector<char>> { return give_challenge(self); },
       [self](join_atom, const std::vector<char>& b) { return take_join(self, b); },
       [self](console_atom, const std::vector<char>& b) { return answer_operator(self, b); },
       [self](console_atom, const std::string& key, const std::string& name,
@@ -198,44 +122,10 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         if (from_this_process(self, key)) self->state.fetching = status;
       },
       [self](serve_atom, node_role& role, const std::string& key) -> caf::result<bool> {
-        auto& st = self->state;
-        if (!from_this_process(self, key) || (st.role && role.view_id <= st.role->view_id))
-          return actor_error(actor_errc::rejected,
-                             "the role comes once per view, from this process");
-        // A new view's role (after a recovery): its workers get their peers anew.
-        st.role = std::move(role);
-        st.has_view = false;
-        return true;
+        return take_role(self, role, key);
       },
       [self](greet_atom, const node_greeting& g) -> caf::result<std::int32_t> {
-        auto& st = self->state;
-        if (!st.role) return actor_error(actor_errc::not_ready, not_serving_yet(st));
-        // In a joined cluster only members know the view's secret: anything else is refused
-        // before it can mark a rank greeted or refused.
-        if (!st.role->view_secret.empty() && g.secret != st.role->view_secret)
-          return actor_error(actor_errc::rejected, "a greeting without this view's secret");
-        const int id = st.role->rank;
-        // Each other rank greets once (a higher one when it connects, a lower one when it
-        // connects back): anything else is not a peer of this cluster, and must not mark a
-        // real rank refused or greeted.
-        if (g.rank < 0 || g.rank == id || g.rank >= st.role->nodes ||
-            st.greeted.count(g.rank) > 0 || st.refused.count(g.rank) > 0) {
-          return actor_error(actor_errc::rejected, st.me() + " takes no greeting from rank " +
-                                                       std::to_string(g.rank) + " now");
-        }
-        const std::string diff = cluster_identity{st.identity}.difference(
-            g.identity, st.me(), "node " + std::to_string(g.rank));
-        if (!diff.empty()) {
-          const std::string why = "settings that must agree differ: " + diff;
-          st.refused.emplace(g.rank, why);
-          return actor_error(actor_errc::rejected, why);
-        }
-        if (!g.node)
-          return actor_error(actor_errc::rejected, "a greeting without the greeter's node actor");
-        st.greeted.emplace(g.rank, node_greeting{g.rank, {}, g.node, {}, g.kill_token});
-        st.gone.erase(g.rank);
-        self->monitor(g.node);
-        return static_cast<std::int32_t>(id);
+        return take_greeting(self, g);
       },
       [self](greeted_atom, std::int32_t peer) -> caf::result<node_greeting> {
         auto& st = self->state;
@@ -245,83 +135,13 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         return it == st.greeted.end() ? node_greeting{peer, {}, nullptr} : it->second;
       },
       [self](workers_atom, std::uint64_t view_id) -> caf::result<peer_view> {
-        auto& st = self->state;
-        if (!st.role) return actor_error(actor_errc::not_ready, not_serving_yet(st));
-        // Workers of another view are not the asker's peers: an older view's are being replaced
-        // (ask again), a newer one means the asker missed a change.
-        if (st.role->view_id < view_id)
-          return actor_error(actor_errc::not_ready,
-                             st.me() + " is still moving to view " + std::to_string(view_id));
-        if (st.role->view_id > view_id)
-          return actor_error(actor_errc::rejected, st.me() + " is at view " +
-                                                       std::to_string(st.role->view_id) +
-                                                       ", after view " + std::to_string(view_id));
-        return st.role->workers;
+        return give_workers(self, view_id);
       },
       [self](view_atom, const peer_view& all, const std::string& key) -> caf::result<bool> {
-        auto& st = self->state;
-        if (!from_this_process(self, key))
-          return actor_error(actor_errc::rejected, "the view comes from this node's runtime only");
-        if (st.has_view || !st.role)
-          return actor_error(actor_errc::rejected, "the view is given once, after the role");
-        if (!all.batchers.empty() && all.batchers.front())
-          st.node0 = {all.batchers.front()->node()};
-        for (size_t i = 0; i < st.role->partitions.size(); ++i) {
-          self->send(caf::actor_cast<shard_actor>(st.role->workers.shards[i]), view_atom_v, all);
-          self->send(caf::actor_cast<batch_actor>(st.role->workers.batchers[i]), view_atom_v, all);
-          self->send(caf::actor_cast<store_actor>(st.role->workers.stores[i]), view_atom_v, all);
-        }
-        st.has_view = true;
-        return true;
+        return take_view(self, all, key);
       },
       [self](ready_atom, const peer_view& all) -> caf::result<std::vector<std::int64_t>> {
-        auto& st = self->state;
-        if (!st.has_view)
-          return actor_error(actor_errc::not_ready, st.me() + " is still connecting to its peers");
-        if (all.shards.size() != all.batchers.size() || all.stores.size() != all.batchers.size())
-          return actor_error(actor_errc::rejected, "a view with lists of different lengths");
-        // A traffic report of every other node's actors: answered by each, counted by none.
-        const wire::control ask{.h = {0, st.role->rank}, .what = wire::control_kind::result};
-        const auto msg = pack(wire::kind::control, wire::encode(st.ctx, ask));
-        std::vector<wire_request<batch_actor, report_atom>> batchers;
-        std::vector<wire_request<shard_actor, report_atom>> shards;
-        std::vector<wire_request<store_actor, report_atom>> stores;
-        for (size_t p = 0; p < all.batchers.size(); ++p) {
-          if (!all.batchers[p] || all.batchers[p]->node() == self->node()) continue;
-          batchers.push_back({caf::actor_cast<batch_actor>(all.batchers[p]), msg});
-          shards.push_back({caf::actor_cast<shard_actor>(all.shards[p]), msg});
-          stores.push_back({caf::actor_cast<store_actor>(all.stores[p]), msg});
-        }
-        auto rp = self->make_response_promise<std::vector<std::int64_t>>();
-        const auto timeout = std::chrono::milliseconds(2000);
-        auto fail = [self, rp](const caf::error& e) mutable {
-          rp.deliver(actor_error(
-              actor_errc::peer_failed,
-              self->state.me() + ": a peer's actor did not answer: " + caf::to_string(e)));
-        };
-        gather(
-            self, report_atom_v, std::move(batchers), timeout,
-            [self, rp, timeout, fail, shards = std::move(shards),
-             stores = std::move(stores)](std::vector<wire_message>&) mutable {
-              gather(
-                  self, report_atom_v, std::move(shards), timeout,
-                  [self, rp, timeout, fail,
-                   stores = std::move(stores)](std::vector<wire_message>&) mutable {
-                    gather(
-                        self, report_atom_v, std::move(stores), timeout,
-                        [self, rp](std::vector<wire_message>&) mutable {
-                          auto& st = self->state;
-                          // Node 0 asks every member its figures from now on.
-                          if (st.console && !std::exchange(st.polling, true))
-                            self->send(self, stats_poll_atom_v, st.local_key);
-                          rp.deliver(st.role->num_train);
-                        },
-                        fail);
-                  },
-                  fail);
-            },
-            fail);
-        return rp;
+        return answer_ready(self, all);
       },
       [self](bye_atom, const std::string& secret) -> caf::result<bool> {
         auto& st = self->state;
@@ -333,128 +153,31 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         return true;
       },
       [self](kill_atom, const std::string& token, std::int32_t signal) -> caf::result<bool> {
-        auto& st = self->state;
-        if (signal != SIGKILL && signal != SIGSTOP)
-          return actor_error(actor_errc::rejected, "a fault kill is SIGKILL or SIGSTOP");
-        if (auto why = refuse_fault_order(self, token, "kill"); !why.empty())
-          return actor_error(actor_errc::rejected, why);
-        // The answer first: a stopped or killed process answers nothing.
-        self->delayed_send(self, std::chrono::milliseconds(50), kill_now_atom_v, st.local_key,
-                           signal);
-        return true;
+        return take_kill_order(self, token, signal);
       },
       [self](cut_atom, const std::string& token, std::uint64_t parts) -> caf::result<bool> {
-        auto& st = self->state;
-        if (auto why = refuse_fault_order(self, token, "cut"); !why.empty())
-          return actor_error(actor_errc::rejected, why);
-        if (!st.cut) return actor_error(actor_errc::internal, st.me() + " has no fault counters");
-        st.cut->cut_parts = parts;
-        if (st.log)
-          st.log(parts ? "the console cut partition mask " + std::to_string(parts) +
-                             " off: messages across it are held"
-                       : "the console healed the cut: held messages go on");
-        return true;
+        return take_cut_order(self, token, parts);
       },
       [self](node_stats_atom) -> caf::result<std::vector<std::int64_t>> {
-        auto& st = self->state;
-        const auto sender = self->current_sender();
-        if (!sender || st.node0.empty() || sender->node() != st.node0.front())
-          return actor_error(actor_errc::rejected, "figures are given to node 0 only");
-        return std::vector<std::int64_t>{static_cast<std::int64_t>(peak_rss_mib() * 1024)};
+        return give_node_stats(self);
       },
-      [self](stats_poll_atom, const std::string& key) {
-        auto& st = self->state;
-        if (!from_this_process(self, key) || !st.console || st.farewell) return;
-        auto board = st.console->board;
-        board->heard_from(st.role->rank, peak_rss_mib());
-        for (const auto& [rank, g] : st.greeted) {
-          if (!g.node) continue;
-          self->request(caf::actor_cast<node_actor>(g.node), std::chrono::seconds(5),
-                        node_stats_atom_v)
-              .then(
-                  [board, rank = rank](const std::vector<std::int64_t>& kib) {
-                    if (!kib.empty()) board->heard_from(rank, static_cast<double>(kib[0]) / 1024);
-                  },
-                  [](caf::error&) {});  // not heard: the console shows how long ago it last was
-        }
-        self->delayed_send(self, std::chrono::seconds(1), stats_poll_atom_v, st.local_key);
-      },
+      [self](stats_poll_atom, const std::string& key) { poll_member_stats(self, key); },
       [self](kill_now_atom, const std::string& key, std::int32_t signal) {
-        auto& st = self->state;
-        if (!from_this_process(self, key) || (signal != SIGKILL && signal != SIGSTOP)) return;
-        std::fprintf(stderr, "%s: %s by the console (a test run's fault)\n", st.me().c_str(),
-                     signal == SIGKILL ? "killed with SIGKILL" : "stopped with SIGSTOP");
-        std::fflush(stderr);
-        ::raise(signal);
+        kill_now(self, key, signal);
       },
-      [self](recover_atom, const std::vector<char>& bytes,
-             const std::string& secret) -> caf::result<bool> {
-        auto& st = self->state;
-        if (!from_node0(self, secret))
-          return actor_error(actor_errc::rejected, "a new view is taken from node 0 only");
-        wire::membership_view view;
-        try {
-          view = wire::decode_membership_view(st.ctx, bytes);
-        } catch (const wire::wire_error& e) {
-          return actor_error(actor_errc::rejected, std::string("a malformed view: ") + e.what());
-        }
-        if (view.members.size() != static_cast<size_t>(st.role->nodes))
-          return actor_error(actor_errc::rejected, "a view of another cluster size");
-        if (view.id <= st.role->view_id || view.secret != st.role->view_secret)
-          return actor_error(actor_errc::rejected, "view " + std::to_string(view.id) +
-                                                       " is not after view " +
-                                                       std::to_string(st.role->view_id));
-        st.recovery = bytes;
-        forget_replaced(st, view);
-        if (st.log) st.log("view " + std::to_string(view.id) + " announced by node 0");
-        return true;
-      },
+      [self](recover_atom, const std::vector<char>& bytes, const std::string& secret)
+          -> caf::result<bool> { return take_new_view(self, bytes, secret); },
       [self](recovery_atom, const std::string& key) -> caf::result<std::vector<char>> {
         if (!from_this_process(self, key))
           return actor_error(actor_errc::rejected, "asked outside this node's process");
         return std::exchange(self->state.recovery, {});
       },
-      [self](replace_atom, std::vector<std::string>& taken,
-             const std::string& key) -> caf::result<std::vector<char>> {
-        auto& st = self->state;
-        if (!from_this_process(self, key) || !st.seed)
-          return actor_error(actor_errc::rejected, "asked outside the seed's process");
-        st.taken = std::move(taken);
-        if (st.replacing) st.replacing->deliver(actor_error(actor_errc::rejected, "asked again"));
-        st.replacing = self->make_response_promise<std::vector<char>>();
-        return *st.replacing;
-      },
-      [self](place_atom, const std::vector<char>& bytes,
-             const std::string& key) -> caf::result<bool> {
-        auto& st = self->state;
-        if (!from_this_process(self, key) || !st.seed)
-          return actor_error(actor_errc::rejected, "asked outside the seed's process");
-        wire::membership_view view;
-        try {
-          view = wire::decode_membership_view(st.ctx, bytes);
-        } catch (const wire::wire_error& e) {
-          return actor_error(actor_errc::rejected, e.what());
-        }
-        forget_replaced(st, view);
-        for (auto& [k, pj] : st.joins)
-          pj.reply.deliver(bytes);
-        st.joins.clear();
-        return true;
-      },
+      [self](replace_atom, std::vector<std::string>& taken, const std::string& key)
+          -> caf::result<std::vector<char>> { return await_replacement(self, taken, key); },
+      [self](place_atom, const std::vector<char>& bytes, const std::string& key)
+          -> caf::result<bool> { return place_replacement(self, bytes, key); },
       [self](offer_atom, const std::string& path, const std::string& key) -> caf::result<bool> {
-        auto& st = self->state;
-        if (!from_this_process(self, key) || !st.seed || st.seed->checkpoints.empty())
-          return actor_error(actor_errc::rejected, "asked outside the seed's process");
-        try {
-          wire::file_entry e = entry_of(st.seed->checkpoints, path);
-          e.path = kSeedCheckpointPrefix + path;
-          auto& files = st.seed->files.files;
-          std::erase_if(files, [&](const wire::file_entry& f) { return f.path == e.path; });
-          files.push_back(std::move(e));
-          return true;
-        } catch (const std::exception& e) {
-          return actor_error(actor_errc::internal, e.what());
-        }
+        return offer_checkpoint_file(self, path, key);
       },
       [self](gone_atom, const std::string& key) -> caf::result<std::vector<std::int32_t>> {
         if (!from_this_process(self, key))

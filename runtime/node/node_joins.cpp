@@ -102,4 +102,16 @@ caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<ch
   return rp;
 }
 
+// A fresh challenge for the sender to sign (joiners and operators with TLS).
+caf::result<std::vector<char>> give_challenge(node_pointer self) {
+  auto& st = self->state;
+  const auto sender = self->current_sender();
+  const bool gives = (st.seed && st.seed->tls) || (st.console && st.console->tls);
+  if (!gives || !sender) return actor_error(actor_errc::rejected, "this node gives no challenges");
+  if (st.challenges.size() >= 256) st.challenges.erase(st.challenges.begin());
+  auto& c = st.challenges[caf::actor_cast<caf::actor_addr>(sender)];
+  c = random_challenge();
+  return std::vector<char>(c.begin(), c.end());
+}
+
 }  // namespace degnn::node_detail

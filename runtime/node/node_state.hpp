@@ -1,6 +1,6 @@
-// The node actor's state and the helpers its source files share (runtime/node/node_actor.cpp: its
-// behaviour; runtime/node/node_joins.cpp: the seed's joins; runtime/node/node_console.cpp: the
-// operator console). Not an interface.
+// The node actor's state and the handlers its source files share (runtime/node/node_actor.cpp: its
+// behaviour; node_joins.cpp: the seed's joins; node_console.cpp: the operator console;
+// node_files.cpp, node_peers.cpp, node_faults.cpp, node_views.cpp). Not an interface.
 #pragma once
 
 #include <map>
@@ -86,5 +86,44 @@ std::vector<char> answer_operator(node_pointer self, const std::vector<char>& b)
 std::vector<char> answer_verified_operator(node_pointer self, const std::string& key,
                                            const std::string& operator_name,
                                            const std::string& command);
+
+// The handlers of the node actor's behaviour (runtime/node/node_actor.cpp), by concern:
+// node_files.cpp, node_peers.cpp, node_faults.cpp, node_views.cpp, node_joins.cpp.
+/// A chunk of a partition file, or of a checkpoint file offered to accepted replacements.
+caf::result<std::vector<char>> serve_file_chunk(node_pointer self, const std::vector<char>& b);
+/// The seed offers a checkpoint file (under checkpoint/) to the replacements it accepts.
+caf::result<bool> offer_checkpoint_file(node_pointer self, const std::string& path,
+                                        const std::string& key);
+/// A fresh challenge for the sender to sign (joiners and operators with TLS).
+caf::result<std::vector<char>> give_challenge(node_pointer self);
+/// This node's role in a view, from its own runtime (again after a recovery).
+caf::result<bool> take_role(node_pointer self, node_role& role, const std::string& key);
+/// A peer greets this node once per view, with its node actor and settings.
+caf::result<std::int32_t> take_greeting(node_pointer self, const node_greeting& g);
+/// This node's workers, to a peer of the same view.
+caf::result<peer_view> give_workers(node_pointer self, std::uint64_t view_id);
+/// Every peer's workers, from this node's runtime: handed to the local workers.
+caf::result<bool> take_view(node_pointer self, const peer_view& all, const std::string& key);
+/// Ready once every other node's actors answered a traffic report: the training sizes.
+caf::result<std::vector<std::int64_t>> answer_ready(node_pointer self, const peer_view& all);
+/// This process's peak RSS, for node 0's console.
+caf::result<std::vector<std::int64_t>> give_node_stats(node_pointer self);
+/// Node 0 asks every member its figures each second, for the console.
+void poll_member_stats(node_pointer self, const std::string& key);
+/// The console's kill or stop, relayed by node 0 with this node's token.
+caf::result<bool> take_kill_order(node_pointer self, const std::string& token, std::int32_t signal);
+/// The console's cut or heal of a set of partitions, relayed by node 0.
+caf::result<bool> take_cut_order(node_pointer self, const std::string& token, std::uint64_t parts);
+/// Carries out a kill order, after its answer went out.
+void kill_now(node_pointer self, const std::string& key, std::int32_t signal);
+/// A newer view node 0 announced after losing a member, kept for this node's runtime.
+caf::result<bool> take_new_view(node_pointer self, const std::vector<char>& bytes,
+                                const std::string& secret);
+/// The seed's runtime waits for a replacement to join (a lost member's rank).
+caf::result<std::vector<char>> await_replacement(node_pointer self, std::vector<std::string>& taken,
+                                                 const std::string& key);
+/// The seed gives the replacements the view they take part in.
+caf::result<bool> place_replacement(node_pointer self, const std::vector<char>& bytes,
+                                    const std::string& key);
 
 }  // namespace degnn::node_detail

@@ -60,6 +60,161 @@ worker_settings make_worker_settings(const train_settings& s) {
       .faults = s.faults};
 }
 
+namespace {
+
+// History starts from one layer-wise inference pass of its levels before the first step (also
+// after a resume: the history is not checkpointed, this pass rebuilds it from the parameters).
+void set_up_history(coordinator& coord, const train_settings& s, const replica_config& rc,
+                    std::uint64_t first_step, cluster_result& result) {
+  stopwatch clock;
+  const std::uint64_t before = coord.traffic().sent.total_bytes();
+  coord.init_history(rc.num_layers, first_step);
+  result.init_bytes = coord.traffic().sent.total_bytes() - before;
+  result.init_s = clock.seconds();
+  // Only a set-up with hidden layers (4+ layers) has rows to quantize.
+  const bool quantized =
+      s.history_setup == "quantized" && rc.num_layers >= 4 && s.history_bits < 32;
+  std::printf("history set up (%s) in %.2f s (%.2f MB)\n",
+              quantized ? "inference, hidden halo rows quantized" : "exact inference",
+              result.init_s, static_cast<double>(result.init_bytes) / 1e6);
+}
+
+/// A trace the console started: where it goes and from which step.
+struct console_trace {
+  std::string file;
+  std::uint64_t from = 0;
+};
+
+// What the console asked between two steps, after global step `step` (step `i` of the epoch's
+// `steps`): a staleness, a trace stopped or started, a checkpoint before the next step.
+void carry_out(const console_asks& asks, coordinator& coord, const train_settings& s,
+               console_trace& trace, std::uint64_t step, std::uint64_t i, std::uint64_t steps,
+               std::uint64_t epoch_end) {
+  if (asks.staleness) {
+    coord.set_staleness(*asks.staleness);
+    std::printf("staleness %d set from the console: from step %llu on\n", *asks.staleness,
+                static_cast<unsigned long long>(step + 1));
+  }
+  // A stop first: a start asked right after it is for a new trace.
+  if (asks.trace_stop && !trace.file.empty()) {
+    const std::string json = coord.chrome_trace();
+    coord.set_tracing(false);
+    try {
+      write_file_durably(trace.file, json);
+      std::printf("trace of steps %llu to %llu written to %s (%.1f MB)\n",
+                  static_cast<unsigned long long>(trace.from),
+                  static_cast<unsigned long long>(step), trace.file.c_str(),
+                  static_cast<double>(json.size()) / 1e6);
+    } catch (const std::exception& e) {  // the training goes on
+      std::fprintf(stderr, "the console's trace was not written: %s\n", e.what());
+    }
+    trace.file.clear();
+  }
+  if (!asks.trace_start.empty()) {
+    coord.set_tracing(true);
+    trace.file = asks.trace_start;
+    trace.from = step + 1;
+    std::printf("trace asked from the console: the steps from %llu on, into %s\n",
+                static_cast<unsigned long long>(step + 1), trace.file.c_str());
+  }
+  if (asks.checkpoint)
+    std::printf("checkpoint asked from the console: taken before step %llu\n",
+                static_cast<unsigned long long>(i + 1 < steps ? step + 1 : epoch_end));
+  // Not at the epoch's last step: the epoch end checkpoints anyway.
+  if (!s.checkpoint_dir.empty() && i + 1 < steps &&
+      (asks.checkpoint || (s.checkpoint_every > 0 && (i + 1) % s.checkpoint_every == 0)))
+    coord.checkpoint(step + 1, false);
+}
+
+/// What the coordinator and the workers counted, at an epoch's start and end.
+struct epoch_counts {
+  coordinator_status status;
+  cluster_traffic totals;
+};
+
+// The epoch's split of the coordinator's wall time and the workers' stage figures (means over
+// the `parts` workers, and the slowest worker's recent median and p95 per stage).
+void record_split(epoch_record& rec, const epoch_counts& before, const epoch_counts& after,
+                  const cluster_report& actors_now, const train_settings& s, double parts) {
+  // Only step phases running, only an all-reduce (decentralized: with the shards' backward
+  // feeding it), both at once (pipelined), and the rest (the driver between commands).
+  // Sampling and compute are the workers' means inside.
+  auto wall_s = [&](std::uint64_t coordinator_status::*field) {
+    return static_cast<double>(after.status.*field - before.status.*field) / 1e6;
+  };
+  const double steps_s = wall_s(&coordinator_status::steps_only_us);
+  const double reduce_s = wall_s(&coordinator_status::allreduce_only_us);
+  rec.overlap_s = wall_s(&coordinator_status::overlap_us);
+  // A centralized step's ring all-reduce runs inside the step phase (the workers reduce before
+  // they answer): the split says so, and the all-reduce figure is the workers' mean.
+  const bool ring_in_steps = s.allreduce == "ring" && s.pipeline != "decentralized";
+  const double between = std::max(0.0, rec.epoch_s - steps_s - reduce_s - rec.overlap_s);
+  if (ring_in_steps)
+    rec.split = {{"steps with ring all-reduce", steps_s}, {"between", between}};
+  else
+    rec.split = {{"steps", steps_s},
+                 {"all-reduce", reduce_s},
+                 {"overlapped", rec.overlap_s},
+                 {"between", between}};
+  auto stage_s = [&](std::initializer_list<stage> which) {
+    double us = 0;
+    for (stage k : which)
+      us += static_cast<double>(after.totals.stage_us[static_cast<size_t>(k)] -
+                                before.totals.stage_us[static_cast<size_t>(k)]);
+    return us / 1e6 / parts;
+  };
+  rec.sample_s = stage_s({stage::sample});
+  rec.compute_s =
+      stage_s({stage::top_layer, stage::expand, stage::forward, stage::backward, stage::compute});
+  rec.allreduce_s =
+      ring_in_steps ? stage_s({stage::allreduce}) : wall_s(&coordinator_status::allreduce_us);
+  for (int k = 0; k < kNumStages; ++k) {
+    const auto which = static_cast<stage>(k);
+    if (which == stage::step_phase) continue;  // the coordinator's
+    const double per_step =
+        stage_s({which}) / static_cast<double>(std::max<std::uint64_t>(1, rec.steps));
+    if (per_step > 0) rec.stage_per_step_s.emplace_back(stage_name(which), per_step);
+  }
+  // Each figure maximised separately over the worker actors.
+  std::array<std::uint64_t, 2 * kNumStages> slowest{};
+  for (const auto& counts : actors_now.per_actor) {
+    const parsed_report r = parse_report(counts);
+    for (size_t i = 0; i < slowest.size(); ++i)
+      slowest[i] = std::max(slowest[i], r.stage_spread_us[i]);
+  }
+  for (int k = 0; k < kNumStages; ++k) {
+    const auto median = static_cast<double>(slowest[2 * static_cast<size_t>(k)]) / 1e6;
+    const auto p95 = static_cast<double>(slowest[2 * static_cast<size_t>(k) + 1]) / 1e6;
+    if (p95 > 0) rec.stage_recent.push_back({stage_name(static_cast<stage>(k)), median, p95});
+  }
+  if (s.pipeline == "decentralized") {
+    const compute_counters w = after.totals.work - before.totals.work;
+    rec.rows_pulled = w.rows_pulled;
+    rec.work_json = "{\"nodes\":" + std::to_string(w.nodes) +
+                    ",\"edges\":" + std::to_string(w.edges) +
+                    ",\"kernel_calls\":" + std::to_string(w.kernel_calls) +
+                    ",\"graphs\":" + std::to_string(w.graphs) +
+                    ",\"rows_pulled\":" + std::to_string(w.rows_pulled) + "}";
+  }
+}
+
+// The epoch's bytes by message kind (training only: before its evaluation and checkpoint).
+void record_traffic(epoch_record& rec, const wire::traffic& before, const wire::traffic& after,
+                    cluster_result& result) {
+  wire::traffic epoch_kinds;
+  for (int k = 0; k < wire::kNumKinds; ++k) {
+    epoch_kinds.bytes[k] = after.bytes[k] - before.bytes[k];
+    epoch_kinds.messages[k] = after.messages[k] - before.messages[k];
+  }
+  rec.bytes = after.total_bytes() - before.total_bytes();
+  rec.bytes_by_kind_json = epoch_kinds.bytes_json();
+  result.epoch_bytes.push_back(rec.bytes);
+  result.epoch_allreduce_bytes.push_back(
+      epoch_kinds.bytes[static_cast<int>(wire::kind::allreduce_chunk)]);
+}
+
+}  // namespace
+
 cluster_result drive_training(coordinator& coord, const train_settings& s, const replica_config& rc,
                               std::uint64_t nb, std::uint64_t first_step, training_report& report,
                               const step_hook& on_step, const between_steps_hook& between_steps) {
@@ -70,34 +225,15 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
                        std::to_string(nb) + " steps: nothing to train (raise --epochs)");
   }
   const bool decentralized = s.pipeline == "decentralized";
-  if (decentralized) {
-    // History starts from one layer-wise inference pass of its levels before the first step
-    // (also after a resume: the history is not checkpointed, this pass rebuilds it from the
-    // parameters).
-    stopwatch clock;
-    const std::uint64_t before = coord.traffic().sent.total_bytes();
-    coord.init_history(rc.num_layers, first_step);
-    result.init_bytes = coord.traffic().sent.total_bytes() - before;
-    result.init_s = clock.seconds();
-    // Only a set-up with hidden layers (4+ layers) has rows to quantize.
-    const bool quantized =
-        s.history_setup == "quantized" && rc.num_layers >= 4 && s.history_bits < 32;
-    std::printf("history set up (%s) in %.2f s (%.2f MB)\n",
-                quantized ? "inference, hidden halo rows quantized" : "exact inference",
-                result.init_s, static_cast<double>(result.init_bytes) / 1e6);
-  }
+  if (decentralized) set_up_history(coord, s, rc, first_step, result);
   if (!s.trace.empty()) coord.keep_spans();
   coord.set_pipelined(decentralized && s.overlap);
   coord.set_ring(s.allreduce == "ring");
   std::optional<cluster_report> actors_before = coord.report();  ///< per actor, the baseline
   cluster_traffic totals_before = actors_before->traffic();
-  std::uint64_t bytes_before = totals_before.sent.total_bytes();
-  wire::traffic kinds_before = totals_before.sent;
   const auto parts = static_cast<double>(std::max<size_t>(1, coord.num_parts()));
-  const bool checkpoints = !s.checkpoint_dir.empty();
   const auto first_epoch = static_cast<int>(first_step / nb);
-  std::string console_trace;  ///< a trace the console started (where it goes)
-  std::uint64_t console_trace_from = 0;
+  console_trace trace;
   for (int epoch = first_epoch; epoch < s.epochs; ++epoch) {
     epoch_record rec;
     rec.epoch = epoch + 1;
@@ -105,8 +241,9 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
       rec.setup_bytes = result.init_bytes;
       rec.setup_s = result.init_s;
     }
+    const std::uint64_t epoch_end = static_cast<std::uint64_t>(epoch + 1) * nb;
     stopwatch epoch_clock;
-    const coordinator_status status_before = coord.status();
+    const epoch_counts before{coord.status(), totals_before};
     double loss_sum = 0;
     std::uint64_t correct = 0;
     const std::uint64_t steps = s.max_batches ? std::min(nb, s.max_batches) : nb;
@@ -122,132 +259,25 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
       if (on_step) on_step(step, r.seeds ? r.loss_sum / static_cast<double>(r.seeds) : 0.0);
       report.batch_progress(rec.epoch, i + 1, steps, rec.seeds ? loss_sum / rec.seeds : 0,
                             rec.seeds / std::max(1e-9, epoch_clock.seconds()));
-      const console_asks asks = between_steps ? between_steps() : console_asks{};
-      if (asks.staleness) {
-        coord.set_staleness(*asks.staleness);
-        std::printf("staleness %d set from the console: from step %llu on\n", *asks.staleness,
-                    static_cast<unsigned long long>(step + 1));
-      }
-      // A stop first: a start asked right after it is for a new trace.
-      if (asks.trace_stop && !console_trace.empty()) {
-        const std::string json = coord.chrome_trace();
-        coord.set_tracing(false);
-        try {
-          write_file_durably(console_trace, json);
-          std::printf("trace of steps %llu to %llu written to %s (%.1f MB)\n",
-                      static_cast<unsigned long long>(console_trace_from),
-                      static_cast<unsigned long long>(step), console_trace.c_str(),
-                      static_cast<double>(json.size()) / 1e6);
-        } catch (const std::exception& e) {  // the training goes on
-          std::fprintf(stderr, "the console's trace was not written: %s\n", e.what());
-        }
-        console_trace.clear();
-      }
-      if (!asks.trace_start.empty()) {
-        coord.set_tracing(true);
-        console_trace = asks.trace_start;
-        console_trace_from = step + 1;
-        std::printf("trace asked from the console: the steps from %llu on, into %s\n",
-                    static_cast<unsigned long long>(step + 1), console_trace.c_str());
-      }
-      const bool asked = asks.checkpoint;
-      if (asked)
-        std::printf("checkpoint asked from the console: taken before step %llu\n",
-                    static_cast<unsigned long long>(i + 1 < steps ? step + 1 : (epoch + 1) * nb));
-      // Not at the epoch's last step: the epoch end checkpoints anyway.
-      if (checkpoints && i + 1 < steps &&
-          (asked || (s.checkpoint_every > 0 && (i + 1) % s.checkpoint_every == 0)))
-        coord.checkpoint(step + 1, false);
+      carry_out(between_steps ? between_steps() : console_asks{}, coord, s, trace, step, i, steps,
+                epoch_end);
     }
     coord.finish_steps();  // the epoch's last all-reduce belongs to it
     rec.epoch_s = epoch_clock.seconds();
     rec.loss = rec.seeds ? loss_sum / rec.seeds : 0;
     rec.train_acc = rec.seeds ? static_cast<double>(correct) / rec.seeds : 0;
     const cluster_report actors_now = coord.report();
-    const cluster_traffic totals = actors_now.traffic();
+    const epoch_counts after{coord.status(), actors_now.traffic()};
     rec.actors_json = actor_table_json(actors_now, actors_before ? &*actors_before : nullptr,
                                        rec.epoch_s, coord.num_parts());
-    const wire::traffic& after_train = totals.sent;
-    // Epoch split, in the coordinator's wall time: only step phases running, only an all-reduce
-    // (decentralized: with the shards' backward feeding it), both at once (pipelined), and the
-    // rest (the driver between commands). Sampling and compute are the workers' means inside.
-    const coordinator_status status_after = coord.status();
-    auto wall_s = [&](std::uint64_t coordinator_status::*field) {
-      return static_cast<double>(status_after.*field - status_before.*field) / 1e6;
-    };
-    const double steps_s = wall_s(&coordinator_status::steps_only_us);
-    const double reduce_s = wall_s(&coordinator_status::allreduce_only_us);
-    rec.overlap_s = wall_s(&coordinator_status::overlap_us);
-    // A centralized step's ring all-reduce runs inside the step phase (the workers reduce
-    // before they answer): the split says so, and the all-reduce figure is the workers' mean.
-    const bool ring_in_steps = s.allreduce == "ring" && !decentralized;
-    const double between = std::max(0.0, rec.epoch_s - steps_s - reduce_s - rec.overlap_s);
-    if (ring_in_steps)
-      rec.split = {{"steps with ring all-reduce", steps_s}, {"between", between}};
-    else
-      rec.split = {{"steps", steps_s},
-                   {"all-reduce", reduce_s},
-                   {"overlapped", rec.overlap_s},
-                   {"between", between}};
-    auto stage_s = [&](std::initializer_list<stage> which) {
-      double us = 0;
-      for (stage k : which)
-        us += static_cast<double>(totals.stage_us[static_cast<size_t>(k)] -
-                                  totals_before.stage_us[static_cast<size_t>(k)]);
-      return us / 1e6 / parts;
-    };
-    rec.sample_s = stage_s({stage::sample});
-    rec.compute_s =
-        stage_s({stage::top_layer, stage::expand, stage::forward, stage::backward, stage::compute});
-    rec.allreduce_s =
-        ring_in_steps ? stage_s({stage::allreduce}) : wall_s(&coordinator_status::allreduce_us);
-    for (int k = 0; k < kNumStages; ++k) {
-      const auto which = static_cast<stage>(k);
-      if (which == stage::step_phase) continue;  // the coordinator's
-      const double per_step =
-          stage_s({which}) / static_cast<double>(std::max<std::uint64_t>(1, rec.steps));
-      if (per_step > 0) rec.stage_per_step_s.emplace_back(stage_name(which), per_step);
-    }
-    {
-      // Each figure maximised separately over the worker actors.
-      std::array<std::uint64_t, 2 * kNumStages> slowest{};
-      for (const auto& counts : actors_now.per_actor) {
-        const parsed_report r = parse_report(counts);
-        for (size_t i = 0; i < slowest.size(); ++i)
-          slowest[i] = std::max(slowest[i], r.stage_spread_us[i]);
-      }
-      for (int k = 0; k < kNumStages; ++k) {
-        const auto median = static_cast<double>(slowest[2 * static_cast<size_t>(k)]) / 1e6;
-        const auto p95 = static_cast<double>(slowest[2 * static_cast<size_t>(k) + 1]) / 1e6;
-        if (p95 > 0) rec.stage_recent.push_back({stage_name(static_cast<stage>(k)), median, p95});
-      }
-    }
-    if (decentralized) {
-      const compute_counters w = totals.work - totals_before.work;
-      rec.rows_pulled = w.rows_pulled;
-      rec.work_json = "{\"nodes\":" + std::to_string(w.nodes) +
-                      ",\"edges\":" + std::to_string(w.edges) +
-                      ",\"kernel_calls\":" + std::to_string(w.kernel_calls) +
-                      ",\"graphs\":" + std::to_string(w.graphs) +
-                      ",\"rows_pulled\":" + std::to_string(w.rows_pulled) + "}";
-    }
-    wire::traffic epoch_kinds;
-    for (int k = 0; k < wire::kNumKinds; ++k) {
-      epoch_kinds.bytes[k] = after_train.bytes[k] - kinds_before.bytes[k];
-      epoch_kinds.messages[k] = after_train.messages[k] - kinds_before.messages[k];
-    }
-    rec.bytes = after_train.total_bytes() - bytes_before;
-    rec.bytes_by_kind_json = epoch_kinds.bytes_json();
-    result.epoch_bytes.push_back(rec.bytes);
-    result.epoch_allreduce_bytes.push_back(
-        epoch_kinds.bytes[static_cast<int>(wire::kind::allreduce_chunk)]);
-    const auto params = coord.parameters(static_cast<std::uint64_t>(epoch + 1) * nb);
+    record_split(rec, before, after, actors_now, s, parts);
+    record_traffic(rec, totals_before.sent, after.totals.sent, result);
+    const auto params = coord.parameters(epoch_end);
     for (const auto& p : params)
       result.replicas_identical = result.replicas_identical && p == params.front();
     if (s.eval_every > 0 && ((epoch + 1) % s.eval_every == 0 || epoch + 1 == s.epochs)) {
       stopwatch clock;
-      const eval_result ev =
-          coord.evaluate(rc.num_layers, static_cast<std::uint64_t>(epoch + 1) * nb);
+      const eval_result ev = coord.evaluate(rc.num_layers, epoch_end);
       rec.evaluated = true;
       rec.eval_train_acc = ev.accuracy(0);
       rec.valid_acc = ev.accuracy(1);
@@ -256,14 +286,11 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
     }
     // The epoch-end checkpoint's messages count with the evaluation's, outside the epoch's bytes;
     // the run's last one is waited for, so a finished run has it committed.
-    if (checkpoints)
-      coord.checkpoint(static_cast<std::uint64_t>(epoch + 1) * nb, epoch + 1 == s.epochs);
+    if (!s.checkpoint_dir.empty()) coord.checkpoint(epoch_end, epoch + 1 == s.epochs);
     // The next epoch's baselines: after this one's evaluation and checkpoint.
     actors_before = coord.report();
     totals_before = actors_before->traffic();
-    kinds_before = totals_before.sent;
-    bytes_before = kinds_before.total_bytes();
-    rec.eval_bytes = bytes_before - after_train.total_bytes();
+    rec.eval_bytes = totals_before.sent.total_bytes() - after.totals.sent.total_bytes();
     if (report.epoch_done(rec) && !s.checkpoint.empty()) {
       // Parameters of replica 0 (all replicas agree); the optimiser state stays with the workers.
       model_replica snapshot(rc);

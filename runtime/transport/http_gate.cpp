@@ -250,104 +250,181 @@ http_gate::~http_gate() {
   ::close(listener_);
 }
 
-void http_gate::run() {
-  std::vector<std::unique_ptr<connection>> conns;
-  std::vector<pollfd> fds;
-  std::uint64_t next_id = 0;
+void http_gate::answer(connection& c, const http_reply& r) {
+  c.out = render_reply(r, c.head_only);
+  c.at = connection::stage::writing;
+  c.want = POLLOUT;
+  c.deadline = clock::now() + limits_.write_deadline;
+  c.in.clear();
+  c.in.shrink_to_fit();
+}
+
+void http_gate::refuse(connection& c, int status, const std::string& why) {
+  ++refused_;
+  answer(c, {status, "text/plain", why + "\n"});
+}
+
+// Reads what the socket has; hands a whole request to the handler.
+void http_gate::take_request(connection& c) {
   char buf[16 << 10];
-  auto answer = [&](connection& c, const http_reply& r) {
-    c.out = render_reply(r, c.head_only);
-    c.at = connection::stage::writing;
-    c.want = POLLOUT;
-    c.deadline = clock::now() + limits_.write_deadline;
-    c.in.clear();
-    c.in.shrink_to_fit();
-  };
-  auto refuse = [&](connection& c, int status, const std::string& why) {
-    ++refused_;
-    answer(c, {status, "text/plain", why + "\n"});
-  };
-  // Reads what the socket has; hands a whole request to the handler.
-  auto take_request = [&](connection& c) {
-    for (;;) {
-      const ssize_t r = c.read(buf, sizeof buf);
-      if (r == 0) return;
-      if (r < 0) {
-        ++refused_;
-        c.close();
-        return;
-      }
-      // Only up to the limits is kept: a 50 MiB header costs one buffer, not 50 MiB.
-      const std::size_t cap = limits_.max_head + 4 + limits_.max_body;
-      c.in.append(buf, std::min(cap - std::min(cap, c.in.size()), static_cast<std::size_t>(r)));
-      const auto end = c.in.find("\r\n\r\n");
-      if (end == std::string::npos) {
-        if (c.in.size() > limits_.max_head) {
-          refuse(c, 431, "the request head exceeds " + std::to_string(limits_.max_head) + " bytes");
-          return;
-        }
-        continue;
-      }
-      http_request q;
-      const std::string bad = parse_request_head(c.in.substr(0, end), q, limits_);
-      if (!bad.empty()) {
-        refuse(c, std::stoi(bad.substr(0, 3)), bad.substr(4));
-        return;
-      }
-      if (c.in.size() < end + 4 + q.content_length) continue;
-      q.body = c.in.substr(end + 4, q.content_length);
-      q.peer_name = c.peer_name;
-      q.remote = c.remote;
-      c.head_only = q.method == "HEAD";
-      c.at = connection::stage::answering;
-      c.deadline = clock::now() + limits_.answer_deadline;
-      c.in.clear();
-      c.in.shrink_to_fit();
-      ++served_;
-      handler_(q, [box = std::weak_ptr<mailbox>(mailbox_), id = c.id](http_reply r) {
-        if (auto m = box.lock()) m->post(id, std::move(r));
-      });
-      return;
-    }
-  };
-  auto handshake = [&](connection& c) {
-    const int r = SSL_accept(c.ssl);
-    if (r != 1) {
-      if (c.retry(r) < 0) {
-        ++refused_;
-        c.close();
-      }
-      return;
-    }
-    const std::string why = verified_peer_name(c.ssl, c.peer_name);
-    if (!why.empty() && SSL_get_verify_mode(c.ssl) & SSL_VERIFY_FAIL_IF_NO_PEER_CERT) {
+  for (;;) {
+    const ssize_t r = c.read(buf, sizeof buf);
+    if (r == 0) return;
+    if (r < 0) {
       ++refused_;
       c.close();
       return;
     }
-    c.at = connection::stage::request;
-    c.want = POLLIN;
-    take_request(c);  // the request may have come with the handshake's last flight
-  };
-  while (!stop_) {
-    const auto now = clock::now();
-    // Late requests are answered 408, late handlers 503, late replies dropped.
-    for (auto& c : conns) {
-      if (c->fd < 0 || now < c->deadline) continue;
-      if (c->at == connection::stage::writing || c->at == connection::stage::handshake) {
-        if (c->at == connection::stage::handshake) ++refused_;
-        c->close();
-      } else if (c->at == connection::stage::answering) {
-        refuse(*c, 503,
-               "no answer within " + std::to_string(limits_.answer_deadline.count()) + " ms");
-      } else {
-        refuse(*c, 408,
-               "the request did not arrive within " +
-                   std::to_string(limits_.head_deadline.count()) + " ms");
+    // Only up to the limits is kept: a 50 MiB header costs one buffer, not 50 MiB.
+    const std::size_t cap = limits_.max_head + 4 + limits_.max_body;
+    c.in.append(buf, std::min(cap - std::min(cap, c.in.size()), static_cast<std::size_t>(r)));
+    const auto end = c.in.find("\r\n\r\n");
+    if (end == std::string::npos) {
+      if (c.in.size() > limits_.max_head) {
+        refuse(c, 431, "the request head exceeds " + std::to_string(limits_.max_head) + " bytes");
+        return;
       }
+      continue;
     }
+    http_request q;
+    const std::string bad = parse_request_head(c.in.substr(0, end), q, limits_);
+    if (!bad.empty()) {
+      refuse(c, std::stoi(bad.substr(0, 3)), bad.substr(4));
+      return;
+    }
+    if (c.in.size() < end + 4 + q.content_length) continue;
+    q.body = c.in.substr(end + 4, q.content_length);
+    q.peer_name = c.peer_name;
+    q.remote = c.remote;
+    c.head_only = q.method == "HEAD";
+    c.at = connection::stage::answering;
+    c.deadline = clock::now() + limits_.answer_deadline;
+    c.in.clear();
+    c.in.shrink_to_fit();
+    ++served_;
+    handler_(q, [box = std::weak_ptr<mailbox>(mailbox_), id = c.id](http_reply r) {
+      if (auto m = box.lock()) m->post(id, std::move(r));
+    });
+    return;
+  }
+}
+
+void http_gate::handshake(connection& c) {
+  const int r = SSL_accept(c.ssl);
+  if (r != 1) {
+    if (c.retry(r) < 0) {
+      ++refused_;
+      c.close();
+    }
+    return;
+  }
+  const std::string why = verified_peer_name(c.ssl, c.peer_name);
+  if (!why.empty() && SSL_get_verify_mode(c.ssl) & SSL_VERIFY_FAIL_IF_NO_PEER_CERT) {
+    ++refused_;
+    c.close();
+    return;
+  }
+  c.at = connection::stage::request;
+  c.want = POLLIN;
+  take_request(c);  // the request may have come with the handshake's last flight
+}
+
+void http_gate::write_reply(connection& c) {
+  for (;;) {
+    const ssize_t w = c.write(c.out.data() + c.sent, c.out.size() - c.sent);
+    if (w == 0) return;
+    if (w > 0) c.sent += static_cast<std::size_t>(w);
+    if (w < 0 || c.sent == c.out.size()) {
+      if (c.ssl && w > 0) SSL_shutdown(c.ssl);  // close_notify, not waited for
+      ::shutdown(c.fd, SHUT_WR);
+      c.close();
+      return;
+    }
+  }
+}
+
+// Late requests are answered 408, late handlers 503, late replies dropped.
+void http_gate::expire_late(connections& conns) {
+  const auto now = clock::now();
+  for (auto& c : conns) {
+    if (c->fd < 0 || now < c->deadline) continue;
+    if (c->at == connection::stage::writing || c->at == connection::stage::handshake) {
+      if (c->at == connection::stage::handshake) ++refused_;
+      c->close();
+    } else if (c->at == connection::stage::answering) {
+      refuse(*c, 503,
+             "no answer within " + std::to_string(limits_.answer_deadline.count()) + " ms");
+    } else {
+      refuse(*c, 408,
+             "the request did not arrive within " + std::to_string(limits_.head_deadline.count()) +
+                 " ms");
+    }
+  }
+  conns.erase(std::remove_if(conns.begin(), conns.end(), [](auto& c) { return c->fd < 0; }),
+              conns.end());
+}
+
+// Replies of handlers (this thread's own included), to connections still waiting for them.
+void http_gate::deliver_replies(connections& conns) {
+  std::deque<std::pair<std::uint64_t, http_reply>> replies;
+  {
+    std::lock_guard<std::mutex> g(mailbox_->lock);
+    replies.swap(mailbox_->replies);
+  }
+  for (auto& [id, r] : replies)
+    for (auto& c : conns)
+      if (c->id == id && c->fd >= 0 && c->at == connection::stage::answering) {
+        answer(*c, r);
+        // Most replies fit the socket's buffer: sent on the next pass without waiting.
+      }
+}
+
+void http_gate::accept_new(connections& conns) {
+  for (int k = 0; k < 64; ++k) {
+    sockaddr_storage from{};
+    socklen_t from_len = sizeof from;
+    const int fd = ::accept4(listener_, reinterpret_cast<sockaddr*>(&from), &from_len,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) break;
     conns.erase(std::remove_if(conns.begin(), conns.end(), [](auto& c) { return c->fd < 0; }),
                 conns.end());
+    if (conns.size() >= limits_.max_connections) {
+      // Room is made by the oldest connection still sending its request.
+      auto oldest = conns.end();
+      for (auto it = conns.begin(); it != conns.end(); ++it)
+        if ((*it)->sending() && (oldest == conns.end() || (*it)->accepted < (*oldest)->accepted))
+          oldest = it;
+      if (oldest == conns.end()) {
+        ::close(fd);
+        ++refused_;
+        continue;
+      }
+      conns.erase(oldest);
+      ++evicted_;
+    }
+    auto c = std::make_unique<connection>();
+    c->id = ++next_id_;
+    c->fd = fd;
+    c->remote = address_of(from, from_len);
+    c->accepted = clock::now();
+    c->deadline = c->accepted + limits_.head_deadline;
+    if (tls_) {
+      c->ssl = SSL_new(tls_.get());
+      if (!c->ssl) continue;  // out of memory: the connection is closed with it
+      SSL_set_fd(c->ssl, fd);
+      SSL_set_num_tickets(c->ssl, 0);  // every reply closes: a ticket would go unused
+      c->at = connection::stage::handshake;
+    }
+    conns.push_back(std::move(c));
+  }
+}
+
+void http_gate::run() {
+  connections conns;
+  std::vector<pollfd> fds;
+  while (!stop_) {
+    expire_late(conns);
+    const auto now = clock::now();
     fds.clear();
     fds.push_back({mailbox_->wake_fd, POLLIN, 0});
     fds.push_back({listener_, POLLIN, 0});
@@ -366,86 +443,19 @@ void http_gate::run() {
     for (std::size_t i = 0; i < polled; ++i) {
       connection& c = *conns[i];
       if (!fds[i + 2].revents || c.fd < 0) continue;
-      switch (c.at) {
-        case connection::stage::handshake:
-          handshake(c);
-          break;
-        case connection::stage::request:
-          take_request(c);
-          break;
-        case connection::stage::answering:
-          break;
-        case connection::stage::writing:
-          for (;;) {
-            const ssize_t w = c.write(c.out.data() + c.sent, c.out.size() - c.sent);
-            if (w == 0) break;
-            if (w > 0) c.sent += static_cast<std::size_t>(w);
-            if (w < 0 || c.sent == c.out.size()) {
-              if (c.ssl && w > 0) SSL_shutdown(c.ssl);  // close_notify, not waited for
-              ::shutdown(c.fd, SHUT_WR);
-              c.close();
-              break;
-            }
-          }
-          break;
-      }
+      if (c.at == connection::stage::handshake)
+        handshake(c);
+      else if (c.at == connection::stage::request)
+        take_request(c);
+      else if (c.at == connection::stage::writing)
+        write_reply(c);
     }
     if (fds[0].revents & POLLIN) {
       std::uint64_t drained;
       [[maybe_unused]] const auto n = ::read(mailbox_->wake_fd, &drained, sizeof drained);
     }
-    // Replies of handlers (this thread's own included), to connections still waiting for them.
-    std::deque<std::pair<std::uint64_t, http_reply>> replies;
-    {
-      std::lock_guard<std::mutex> g(mailbox_->lock);
-      replies.swap(mailbox_->replies);
-    }
-    for (auto& [id, r] : replies)
-      for (auto& c : conns)
-        if (c->id == id && c->fd >= 0 && c->at == connection::stage::answering) {
-          answer(*c, r);
-          // Most replies fit the socket's buffer: sent on the next pass without waiting.
-        }
-    if (fds[1].revents & POLLIN) {
-      for (int k = 0; k < 64; ++k) {
-        sockaddr_storage from{};
-        socklen_t from_len = sizeof from;
-        const int fd = ::accept4(listener_, reinterpret_cast<sockaddr*>(&from), &from_len,
-                                 SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) break;
-        conns.erase(std::remove_if(conns.begin(), conns.end(), [](auto& c) { return c->fd < 0; }),
-                    conns.end());
-        if (conns.size() >= limits_.max_connections) {
-          // Room is made by the oldest connection still sending its request.
-          auto oldest = conns.end();
-          for (auto it = conns.begin(); it != conns.end(); ++it)
-            if ((*it)->sending() &&
-                (oldest == conns.end() || (*it)->accepted < (*oldest)->accepted))
-              oldest = it;
-          if (oldest == conns.end()) {
-            ::close(fd);
-            ++refused_;
-            continue;
-          }
-          conns.erase(oldest);
-          ++evicted_;
-        }
-        auto c = std::make_unique<connection>();
-        c->id = ++next_id;
-        c->fd = fd;
-        c->remote = address_of(from, from_len);
-        c->accepted = clock::now();
-        c->deadline = c->accepted + limits_.head_deadline;
-        if (tls_) {
-          c->ssl = SSL_new(tls_.get());
-          if (!c->ssl) continue;  // out of memory: the connection is closed with it
-          SSL_set_fd(c->ssl, fd);
-          SSL_set_num_tickets(c->ssl, 0);  // every reply closes: a ticket would go unused
-          c->at = connection::stage::handshake;
-        }
-        conns.push_back(std::move(c));
-      }
-    }
+    deliver_replies(conns);
+    if (fds[1].revents & POLLIN) accept_new(conns);
   }
 }
 

@@ -78,7 +78,18 @@ class http_gate {
  private:
   struct connection;
   struct mailbox;
+  using connections = std::vector<std::unique_ptr<connection>>;
+  /// The gate's thread: polls every connection and the listener until the gate is destroyed.
   void run();
+  // run()'s steps, on the gate's thread only.
+  void expire_late(connections& conns);
+  void handshake(connection& c);
+  void take_request(connection& c);
+  void write_reply(connection& c);
+  void deliver_replies(connections& conns);
+  void accept_new(connections& conns);
+  void answer(connection& c, const http_reply& r);
+  void refuse(connection& c, int status, const std::string& why);
 
   async_handler handler_;
   http_limits limits_;
@@ -88,6 +99,7 @@ class http_gate {
   std::uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> served_{0}, refused_{0}, evicted_{0};
+  std::uint64_t next_id_ = 0;  ///< the last connection's id (the gate's thread)
   std::thread thread_;
 };
 

@@ -1,0 +1,76 @@
+// Views after a loss as the node actor takes them: node 0's announcement on every member, and on
+// the seed the replacements it waits for and places.
+#include "runtime/node/node_state.hpp"
+#include "serialization/wire_membership.hpp"
+
+namespace degnn::node_detail {
+
+namespace {
+
+// A rank a new node serves in `view` greets again (with its new node actor).
+void forget_replaced(node_state& st, const wire::membership_view& view) {
+  for (std::int32_t r : view.replaced) {
+    st.greeted.erase(r);
+    st.refused.erase(r);
+    st.gone.erase(r);
+  }
+}
+
+}  // namespace
+
+// A newer view node 0 announced after losing a member, kept for this node's runtime.
+caf::result<bool> take_new_view(node_pointer self, const std::vector<char>& bytes,
+                                const std::string& secret) {
+  auto& st = self->state;
+  if (!from_node0(self, secret))
+    return actor_error(actor_errc::rejected, "a new view is taken from node 0 only");
+  wire::membership_view view;
+  try {
+    view = wire::decode_membership_view(st.ctx, bytes);
+  } catch (const wire::wire_error& e) {
+    return actor_error(actor_errc::rejected, std::string("a malformed view: ") + e.what());
+  }
+  if (view.members.size() != static_cast<size_t>(st.role->nodes))
+    return actor_error(actor_errc::rejected, "a view of another cluster size");
+  if (view.id <= st.role->view_id || view.secret != st.role->view_secret)
+    return actor_error(actor_errc::rejected, "view " + std::to_string(view.id) +
+                                                 " is not after view " +
+                                                 std::to_string(st.role->view_id));
+  st.recovery = bytes;
+  forget_replaced(st, view);
+  if (st.log) st.log("view " + std::to_string(view.id) + " announced by node 0");
+  return true;
+}
+
+// The seed's runtime waits for a replacement to join (a lost member's rank).
+caf::result<std::vector<char>> await_replacement(node_pointer self, std::vector<std::string>& taken,
+                                                 const std::string& key) {
+  auto& st = self->state;
+  if (!from_this_process(self, key) || !st.seed)
+    return actor_error(actor_errc::rejected, "asked outside the seed's process");
+  st.taken = std::move(taken);
+  if (st.replacing) st.replacing->deliver(actor_error(actor_errc::rejected, "asked again"));
+  st.replacing = self->make_response_promise<std::vector<char>>();
+  return *st.replacing;
+}
+
+// The seed gives the replacements the view they take part in.
+caf::result<bool> place_replacement(node_pointer self, const std::vector<char>& bytes,
+                                    const std::string& key) {
+  auto& st = self->state;
+  if (!from_this_process(self, key) || !st.seed)
+    return actor_error(actor_errc::rejected, "asked outside the seed's process");
+  wire::membership_view view;
+  try {
+    view = wire::decode_membership_view(st.ctx, bytes);
+  } catch (const wire::wire_error& e) {
+    return actor_error(actor_errc::rejected, e.what());
+  }
+  forget_replaced(st, view);
+  for (auto& [k, pj] : st.joins)
+    pj.reply.deliver(bytes);
+  st.joins.clear();
+  return true;
+}
+
+}  // namespace degnn::node_detail
