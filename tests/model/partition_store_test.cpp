@@ -361,7 +361,7 @@ TEST(PartitionStore, CorruptOrTruncatedBookGivesADataErrorNamingTheFile) {
   std::string msg = data_error_of([&] { load_partition_book(w.dir.path); });
   EXPECT_NE(msg.find("owner.bin"), std::string::npos) << msg;
   EXPECT_NE(msg.find("checksum"), std::string::npos) << msg;
-  bytes.resize(bytes.size() - 12);
+  bytes.erase(bytes.end() - 12, bytes.end());  // the last 12 bytes
   write_bytes(file, bytes);
   msg = data_error_of([&] { load_partition_book(w.dir.path); });
   EXPECT_NE(msg.find("owner.bin"), std::string::npos) << msg;
