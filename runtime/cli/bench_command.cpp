@@ -84,6 +84,17 @@ void bench_one_dataset(const fs::path& dir, int parts, int repeats) {
   std::fflush(stdout);
 }
 
+// The synthetic graph of --nodes, --edges and --features under --work, made once (seed 1).
+fs::path synthetic_dataset(const option_set& opts) {
+  const auto nodes = static_cast<node_id>(opts.integer("nodes", 2, 2'000'000'000));
+  const auto edges = opts.integer("edges", 1);
+  const auto features = static_cast<int>(opts.integer("features", 1, 100000));
+  const fs::path dir =
+      fs::path(opts.str("work")) / ("synth-" + std::to_string(nodes) + "-" + std::to_string(edges) +
+                                    "-" + std::to_string(features));
+  return ensure_synthetic(dir, nodes, edges, features, 1);
+}
+
 int bench_data(int argc, char** argv) {
   option_set opts(
       "bench", "degnn bench data [--nodes N --edges E --work DIR]",
@@ -98,13 +109,7 @@ int bench_data(int argc, char** argv) {
   const int parts = static_cast<int>(opts.integer("parts", 1, 1024));
   const int repeats = static_cast<int>(opts.integer("repeats", 1, 100));
   bench_one_dataset(opts.str("data"), parts, repeats);
-  const auto nodes = static_cast<node_id>(opts.integer("nodes", 2, 2'000'000'000));
-  const auto edges = opts.integer("edges", 1);
-  const auto features = static_cast<int>(opts.integer("features", 1, 100000));
-  const fs::path dir =
-      fs::path(opts.str("work")) / ("synth-" + std::to_string(nodes) + "-" + std::to_string(edges) +
-                                    "-" + std::to_string(features));
-  bench_one_dataset(ensure_synthetic(dir, nodes, edges, features, 1), parts, repeats);
+  bench_one_dataset(synthetic_dataset(opts), parts, repeats);
   return 0;
 }
 
@@ -285,16 +290,8 @@ int bench_train(int argc, char** argv) {
        {"max-batches", "0", "stop each epoch after this many batches (0 = all)"},
        {"work", "/tmp/degnn-bench", "where the synthetic graph is generated (reused)"}});
   if (!opts.parse(argc, argv, 0)) return 0;
-  fs::path dir = opts.str("data");
-  if (dir.empty()) {
-    const auto nodes = static_cast<node_id>(opts.integer("nodes", 2, 2'000'000'000));
-    const auto edges = opts.integer("edges", 1);
-    const auto features = static_cast<int>(opts.integer("features", 1, 100000));
-    dir = ensure_synthetic(
-        fs::path(opts.str("work")) / ("synth-" + std::to_string(nodes) + "-" +
-                                      std::to_string(edges) + "-" + std::to_string(features)),
-        nodes, edges, features, 1);
-  }
+  const fs::path dir =
+      opts.str("data").empty() ? synthetic_dataset(opts) : fs::path(opts.str("data"));
   const dataset d = load_dataset(dir, {.use_cache = true, .cache_path = {}, .verbose = true});
   const auto fanouts = opts.int_list("fanouts");
   const int batch_size = static_cast<int>(opts.integer("batch-size", 1, 1 << 24));

@@ -7,12 +7,11 @@
 
 #include <gtest/gtest.h>
 
-#include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
-
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "tests/actors/deterministic_system.hpp"
 
 namespace degnn {
 namespace {
@@ -36,9 +35,9 @@ caf::behavior idle_worker(caf::event_based_actor*) {
   return {[](int) {}};
 }
 
-class Coordinator : public ::testing::Test {
+class Coordinator : public ::testing::Test, protected test::deterministic_system {
  protected:
-  Coordinator() : sys(configure(cfg)), self(sys, true), sched(test_scheduler(sys)) {
+  Coordinator() {
     std::vector<batch_actor> batchers;
     std::vector<shard_actor> shards;
     std::vector<store_actor> stores;
@@ -64,16 +63,6 @@ class Coordinator : public ::testing::Test {
     sched.run();
   }
 
-  static caf::actor_system_config& configure(caf::actor_system_config& c) {
-    c.set("scheduler.policy", caf::atom("testing"));
-    c.set("logger.file-verbosity", caf::atom("quiet"));
-    add_actor_types(c);
-    return c;
-  }
-  static caf::scheduler::test_coordinator& test_scheduler(caf::actor_system& s) {
-    return dynamic_cast<caf::scheduler::test_coordinator&>(s.scheduler());
-  }
-
   coordinator_status status() {
     auto h = self->request(coord, caf::infinite, status_atom_v);
     sched.run();
@@ -83,10 +72,6 @@ class Coordinator : public ::testing::Test {
     return out;
   }
 
-  caf::actor_system_config cfg;
-  caf::actor_system sys;
-  caf::scoped_actor self;
-  caf::scheduler::test_coordinator& sched;
   std::vector<std::shared_ptr<int>> steps;
   std::vector<caf::actor> raw_batchers, others;
   coordinator_actor coord;

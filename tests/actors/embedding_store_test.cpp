@@ -6,9 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
-
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -16,6 +13,8 @@
 
 #include "model/dataset.hpp"
 #include "model/partitioner.hpp"
+
+#include "tests/actors/deterministic_system.hpp"
 
 namespace degnn {
 namespace {
@@ -54,9 +53,9 @@ history_commit put_of(const std::vector<node_id>& nodes, std::uint64_t version, 
   return c;
 }
 
-class EmbeddingStore : public ::testing::Test {
+class EmbeddingStore : public ::testing::Test, protected test::deterministic_system {
  protected:
-  EmbeddingStore() : sys(configure(cfg)), self(sys, true), sched(test_scheduler(sys)) {
+  EmbeddingStore() {
     store =
         sys.spawn(store_behavior, cora_part0().part, cora_part0().book,
                   store_settings{.widths = {kWidth}, .bits = 32}, wire::context{.cluster_id = 77});
@@ -65,16 +64,6 @@ class EmbeddingStore : public ::testing::Test {
   ~EmbeddingStore() override {
     self->send_exit(store, caf::exit_reason::user_shutdown);
     sched.run();
-  }
-
-  static caf::actor_system_config& configure(caf::actor_system_config& c) {
-    c.set("scheduler.policy", caf::atom("testing"));
-    c.set("logger.file-verbosity", caf::atom("quiet"));
-    add_actor_types(c);
-    return c;
-  }
-  static caf::scheduler::test_coordinator& test_scheduler(caf::actor_system& s) {
-    return dynamic_cast<caf::scheduler::test_coordinator&>(s.scheduler());
   }
 
   /// The store's answer to a put: true, or the error's text.
@@ -129,10 +118,6 @@ class EmbeddingStore : public ::testing::Test {
 
   const std::vector<node_id>& owned() const { return cora_part0().part->owned; }
 
-  caf::actor_system_config cfg;
-  caf::actor_system sys;
-  caf::scoped_actor self;
-  caf::scheduler::test_coordinator& sched;
   store_actor store;
   const wire::context ctx{.cluster_id = 77};
 };
@@ -222,27 +207,14 @@ TEST_F(EmbeddingStore, AFailedPutRefusesEveryLaterGetWithItsCause) {
   EXPECT_EQ(rejected(), 2u);
 }
 
-TEST(EmbeddingStoreSetUp, TheFirstPutOfALevelMustHoldEveryOwnedNode) {
-  caf::actor_system_config cfg;
-  caf::actor_system sys{[&]() -> caf::actor_system_config& {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    add_actor_types(cfg);
-    return cfg;
-  }()};
-  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
-  caf::scoped_actor self{sys, true};
-  auto store = sys.spawn(store_behavior, cora_part0().part, cora_part0().book,
-                         store_settings{.widths = {kWidth}, .bits = 8}, wire::context{});
-  sched.run();
-  auto h =
-      self->request(store, caf::infinite, put_atom_v, put_of({cora_part0().part->owned[0]}, 1));
-  sched.run();
-  std::string why;
-  h.receive([](bool) { ADD_FAILURE() << "a partial first put was taken"; },
-            [&](caf::error& e) { why = sys.render(e); });
-  EXPECT_NE(why.find("must hold every owned node"), std::string::npos) << why;
-  self->send_exit(store, caf::exit_reason::user_shutdown);
-  sched.run();
+TEST_F(EmbeddingStore, TheFirstPutOfALevelMustHoldEveryOwnedNode) {
+  const std::string why = put(put_of({owned()[0]}, 1));
+  EXPECT_NE(why.find("the first put of level 1 must hold every owned node"), std::string::npos)
+      << why;
+  // Nothing was kept: a get of level 1 is refused as before any put.
+  std::string after;
+  get(1, {owned()[0]}, {}, 50, &after);
+  EXPECT_NE(after.find("a history commit failed"), std::string::npos) << after;
 }
 
 }  // namespace
