@@ -51,9 +51,11 @@ fi
 tree=$src/actor-framework-$version
 [ -d "$tree" ] || tar -xzf "$tarball" -C "$src"
 # The library's own configuration as Debian's headers declare it (caf/detail/build_config.hpp:
-# log level quiet, memory management and exceptions on), C++17 as g++ 12 builds it.
+# log level quiet, memory management and exceptions on), C++17 as g++ 12 builds it. `-include
+# limits`: upstream 0.17.6's receive_buffer.hpp uses std::numeric_limits without including
+# <limits>, which g++ 12 no longer brings in through other headers.
 cmake -S "$tree" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DCAF_LOG_LEVEL=QUIET \
-  -DCMAKE_CXX_FLAGS="-std=c++17 -fsanitize=thread -g1 -Wno-deprecated-declarations" \
+  -DCMAKE_CXX_FLAGS="-std=c++17 -fsanitize=thread -g1 -Wno-deprecated-declarations -include limits" \
   -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" \
   -DCAF_NO_EXAMPLES=yes -DCAF_NO_UNIT_TESTS=yes -DCAF_NO_OPENSSL=yes -DCAF_NO_TOOLS=yes \
   -DCAF_NO_PYTHON=yes -DCAF_NO_OPENCL=yes -DCAF_NO_SUMMARY=yes -DCAF_NO_COMPILER_CHECK=yes >&2

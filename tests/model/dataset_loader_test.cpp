@@ -384,3 +384,28 @@ TEST(DatasetCache, MostlyZeroFeaturesAreParsedAndCachedAsCompressedRows) {
     EXPECT_NE(std::string(e.what()).find("node-feat.csv.gz:3:"), std::string::npos) << e.what();
   }
 }
+
+// A compressed cache keeps no byte that backs the feature width: a damaged width once made the
+// dense load allocate nodes x width floats (16 GiB for a fuzzed file; found by fuzz_files) before
+// the checksum was compared. Now the checksum comes first: the damage is a data_error naming the
+// file, not std::bad_alloc (Cora x 2^30 columns would be 11 TB).
+TEST(DatasetCache, ADamagedWidthOfACompressedCacheIsAChecksumErrorBeforeAnyDenseRow) {
+  const dataset sparse = load_ogb_csv(fs::path(DEGNN_SOURCE_DIR) / "data" / "cora", false, true);
+  temp_dir t;
+  const fs::path cache = t.path / "compressed.bin";
+  write_dataset_cache(sparse, cache, 7);
+  {
+    std::fstream f(cache, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(48);  // the header's num_features, after magic, version, directed, stamp and 3 counts
+    const std::int64_t width = std::int64_t{1} << 30;
+    f.write(reinterpret_cast<const char*>(&width), sizeof width);
+  }
+  dataset b;
+  try {
+    read_dataset_cache(cache, 7, b, false);
+    ADD_FAILURE() << "a damaged cache was read";
+  } catch (const data_error& e) {
+    EXPECT_NE(std::string(e.what()).find("compressed.bin"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
+  }
+}
