@@ -75,9 +75,13 @@ void write_commit_record(const fs::path& dir, const commit_record& r) {
   const std::string own_tmp = ".tmp" + std::to_string(::getpid());
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
+    // The same for an interrupted commit record (COMMIT.tmpPID; found left over after node 0 was
+    // killed during a commit).
     const auto tmp = name.find(".bin.tmp");
-    if (name.rfind("ckpt-", 0) == 0 && tmp != std::string::npos &&
-        name.compare(tmp + 4, std::string::npos, own_tmp) != 0) {
+    const bool stale_record = name.rfind(std::string(kRecordName) + ".tmp", 0) == 0 &&
+                              name != std::string(kRecordName) + own_tmp;
+    if (stale_record || (name.rfind("ckpt-", 0) == 0 && tmp != std::string::npos &&
+                         name.compare(tmp + 4, std::string::npos, own_tmp) != 0)) {
       std::error_code ignored;
       fs::remove(it->path(), ignored);
       continue;

@@ -4,6 +4,7 @@
 #include <caf/all.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <thread>
 
 #include "actors/coordinator.hpp"
@@ -24,6 +25,8 @@
 #include "runtime/train/worker_actors.hpp"
 
 namespace degnn {
+
+namespace fs = std::filesystem;
 
 std::uint64_t cluster_id_for(const std::string& dataset_name, std::uint64_t seed) {
   std::uint64_t h = mix64(seed);
@@ -233,6 +236,16 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
   cluster_traffic totals_before = actors_before->traffic();
   const auto parts = static_cast<double>(std::max<size_t>(1, coord.num_parts()));
   const auto first_epoch = static_cast<int>(first_step / nb);
+  // The best validation epoch is the whole run's: a resumed process takes the evaluated epochs
+  // before its commit from the run it resumes; a rollback inside the run forgets those after it.
+  const fs::path validation_file = fs::path(s.checkpoint_dir) / kValidationFileName;
+  if (!s.checkpoint_dir.empty()) {
+    std::error_code ec;  // a folder that cannot be made fails the first write, naming it
+    fs::create_directories(s.checkpoint_dir, ec);
+  }
+  if (!s.resume.empty() && report.history().empty())
+    report.restore(read_validation_history(fs::path(s.resume) / kValidationFileName, first_epoch));
+  report.rewind(first_epoch);
   console_trace trace;
   for (int epoch = first_epoch; epoch < s.epochs; ++epoch) {
     epoch_record rec;
@@ -285,8 +298,14 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
       rec.eval_s = clock.seconds();
     }
     // The epoch-end checkpoint's messages count with the evaluation's, outside the epoch's bytes;
-    // the run's last one is waited for, so a finished run has it committed.
-    if (!s.checkpoint_dir.empty()) coord.checkpoint(epoch_end, epoch + 1 == s.epochs);
+    // the run's last one is waited for, so a finished run has it committed. The validation
+    // history first: a commit never lacks its epochs' (a line past the commit is ignored).
+    if (!s.checkpoint_dir.empty()) {
+      std::vector<validation_point> history = report.history();
+      if (rec.evaluated) history.push_back({rec.epoch, rec.valid_acc, rec.test_acc});
+      write_validation_history(validation_file, history);
+      coord.checkpoint(epoch_end, epoch + 1 == s.epochs);
+    }
     // The next epoch's baselines: after this one's evaluation and checkpoint.
     actors_before = coord.report();
     totals_before = actors_before->traffic();

@@ -56,6 +56,31 @@ void training_report::batch_progress(int epoch, std::uint64_t done, std::uint64_
   std::fflush(stderr);
 }
 
+bool training_report::take_validation(const validation_point& p) {
+  history_.push_back(p);
+  if (!(p.valid > best_valid_)) return false;
+  best_valid_ = p.valid;
+  test_at_best_ = p.test;
+  best_epoch_ = p.epoch;
+  return true;
+}
+
+void training_report::restore(const std::vector<validation_point>& earlier) {
+  for (const auto& p : earlier)
+    take_validation(p);
+}
+
+void training_report::rewind(int last_epoch) {
+  std::vector<validation_point> kept;
+  for (const auto& p : history_)
+    if (p.epoch <= last_epoch) kept.push_back(p);
+  history_.clear();
+  best_valid_ = -1;
+  test_at_best_ = 0;
+  best_epoch_ = 0;
+  restore(kept);
+}
+
 bool training_report::epoch_done(const epoch_record& r) {
   if (observer_) observer_(r);
   ++totals_.epochs;
@@ -75,12 +100,7 @@ bool training_report::epoch_done(const epoch_record& r) {
   if (r.bytes) std::printf("  %.2f MB sent", static_cast<double>(r.bytes) / 1e6);
   std::printf("\n");
   std::fflush(stdout);
-  const bool best = r.evaluated && r.valid_acc > best_valid_;
-  if (best) {
-    best_valid_ = r.valid_acc;
-    test_at_best_ = r.test_acc;
-    best_epoch_ = r.epoch;
-  }
+  const bool best = r.evaluated && take_validation({r.epoch, r.valid_acc, r.test_acc});
   if (metrics_) {
     const int written = std::fprintf(
         metrics_,

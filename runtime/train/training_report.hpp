@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/train/validation_history.hpp"
+
 namespace degnn {
 
 struct epoch_record {
@@ -72,17 +74,30 @@ class training_report {
   /// Also hands every finished epoch to `f` (node 0's status board).
   void observe(std::function<void(const epoch_record&)> f) { observer_ = std::move(f); }
 
+  /// A resumed run: the evaluated epochs before its first, as the run it resumes recorded them;
+  /// they count for the best validation epoch as if this run had evaluated them.
+  void restore(const std::vector<validation_point>& earlier);
+  /// A rollback to the end of epoch `last_epoch`: the epochs after it are forgotten (they are
+  /// trained and evaluated again).
+  void rewind(int last_epoch);
+  /// Every evaluated epoch so far, restored ones included.
+  const std::vector<validation_point>& history() const { return history_; }
+
   double best_valid() const { return best_valid_; }
   double test_at_best() const { return test_at_best_; }
   int best_epoch() const { return best_epoch_; }
 
  private:
+  /// Records an evaluated epoch; true when it is the best validation so far.
+  bool take_validation(const validation_point& p);
+
   std::string run_;
   std::string metrics_file_;
   std::FILE* metrics_ = nullptr;
   bool live_ = false;
   double best_valid_ = -1, test_at_best_ = 0;
   int best_epoch_ = 0;
+  std::vector<validation_point> history_;
   run_totals totals_;
   std::function<void(const epoch_record&)> observer_;
 };

@@ -16,6 +16,7 @@
 #include "model/data_error.hpp"
 #include "runtime/process/config_error.hpp"
 #include "runtime/train/cluster_trainer.hpp"
+#include "runtime/train/validation_history.hpp"
 #include "tests/cluster/in_process_cluster.hpp"
 
 namespace degnn {
@@ -60,6 +61,9 @@ struct run_losses {
   std::vector<std::uint64_t> steps;
   std::vector<double> losses;
   cluster_result result;
+  int best_epoch = 0;  ///< the report's best validation epoch, its accuracies
+  double best_valid = 0, test_at_best = 0;
+  std::vector<validation_point> history;
 };
 
 run_losses train(const train_settings& s, std::uint64_t crash_after = ~0ull) {
@@ -70,6 +74,10 @@ run_losses train(const train_settings& s, std::uint64_t crash_after = ~0ull) {
     out.losses.push_back(loss);
     if (step == crash_after) throw std::runtime_error("crash at step " + std::to_string(step));
   });
+  out.best_epoch = quiet.best_epoch();
+  out.best_valid = quiet.best_valid();
+  out.test_at_best = quiet.test_at_best();
+  out.history = quiet.history();
   return out;
 }
 
@@ -86,7 +94,12 @@ TEST(ClusterCheckpoint, EveryReplicaCommitsTheSameFileAndOldFilesGo) {
   train_settings s = settings("centralized", 2);
   s.checkpoint_dir = dir.path.string();
   s.checkpoint_every = 2;
+  // What a commit interrupted by kill -9 leaves behind (another process's temporary record).
+  fs::create_directories(replica_checkpoint_dir(dir.path, 1));
+  const fs::path stale = replica_checkpoint_dir(dir.path, 1) / "COMMIT.tmp999999999";
+  std::ofstream(stale) << "half a record";
   train(s);
+  EXPECT_FALSE(fs::exists(stale)) << "an interrupted commit's temporary record stays";
   std::optional<commit_record> first;
   for (int p = 0; p < 3; ++p) {
     const fs::path part = replica_checkpoint_dir(dir.path, p);
@@ -206,6 +219,58 @@ TEST(ClusterCheckpoint, DamagedForeignOrMissingCheckpointsAreRefusedNamingTheFil
     ADD_FAILURE() << "a resume with nothing to train was accepted";
   } catch (const config_error& e) {
     EXPECT_NE(std::string(e.what()).find("raise --epochs"), std::string::npos) << e.what();
+  }
+}
+
+// A resumed run reports the best validation epoch of the whole run, as the uninterrupted one does
+// (before, only its own epochs counted: a run resumed after its best epoch named a later one).
+// The crash comes two steps after the uninterrupted run's best epoch; the validation history the
+// first run kept beside its checkpoints brings that epoch back.
+TEST(ClusterCheckpoint, AResumedRunReportsTheBestValidationEpochOfTheWholeRun) {
+  temp_dir dir("degnn-ckpt-best");
+  train_settings s = settings("centralized", 2);
+  s.epochs = 5;
+  s.model.lr = 0.05f;  // validation peaks at epoch 4 of 5 (0.592, 0.736, 0.738, 0.746, 0.74)
+  const run_losses full = train(s);
+  ASSERT_EQ(full.history.size(), 5u);
+  ASSERT_LT(full.best_epoch, 5) << "the check needs a best epoch before the last: "
+                                << ::testing::PrintToString([&] {
+                                     std::vector<double> v;
+                                     for (const auto& p : full.history)
+                                       v.push_back(p.valid);
+                                     return v;
+                                   }());
+  s.checkpoint_dir = dir.path.string();
+  const std::uint64_t crash = static_cast<std::uint64_t>(full.best_epoch) * 7 + 2;
+  EXPECT_THROW(train(s, crash), std::runtime_error);
+  ASSERT_EQ(load_committed_checkpoint(dir.path).record.next_step,
+            static_cast<std::uint64_t>(full.best_epoch) * 7);
+  s.resume = dir.path.string();
+  const run_losses again = train(s);
+  EXPECT_EQ(again.steps.front(), static_cast<std::uint64_t>(full.best_epoch) * 7);
+  EXPECT_EQ(again.best_epoch, full.best_epoch);
+  EXPECT_EQ(again.best_valid, full.best_valid);
+  EXPECT_EQ(again.test_at_best, full.test_at_best);
+  EXPECT_EQ(again.history, full.history);  // restored epochs and new ones, bit for bit
+}
+
+// The history file names the epochs of commits that exist only: one line past the commit (the
+// crash came after the evaluation) is not taken; a malformed file is an error naming it.
+TEST(ClusterCheckpoint, TheValidationHistoryKeepsTheEpochsUpToTheCommit) {
+  temp_dir dir("degnn-validation");
+  const fs::path file = dir.path / kValidationFileName;
+  const std::vector<validation_point> points = {{1, 0.5, 0.25}, {2, 0.7, 1.0 / 3}, {3, 0.6, 0.1}};
+  write_validation_history(file, points);
+  EXPECT_EQ(read_validation_history(file, 3), points);
+  EXPECT_EQ(read_validation_history(file, 2),
+            std::vector<validation_point>(points.begin(), points.begin() + 2));
+  EXPECT_TRUE(read_validation_history(dir.path / "none", 3).empty());
+  std::ofstream(file, std::ios::app) << "2 0x1p-1 0x1p-2\n";  // not ascending
+  try {
+    read_validation_history(file, 9);
+    ADD_FAILURE() << "a malformed history was read";
+  } catch (const data_error& e) {
+    EXPECT_NE(std::string(e.what()).find("VALIDATION:5"), std::string::npos) << e.what();
   }
 }
 
