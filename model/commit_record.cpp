@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -149,29 +150,57 @@ committed_checkpoint load_committed_checkpoint(const fs::path& dir) {
     commit_record record;
     fs::path folder;
   };
-  std::optional<found> best;
-  auto consider = [&](const fs::path& folder) {
-    auto r = read_commit_record(folder);
-    if (r && (!best || r->next_step > best->record.next_step)) best = found{*r, folder};
-  };
   // A replica's own folder, or a run's folder holding part-* folders.
-  consider(dir);
-  if (!best) {
+  std::vector<found> records;
+  if (auto r = read_commit_record(dir)) {
+    records.push_back({*r, dir});
+  } else {
     for (const fs::path& folder : replica_folders(dir))
-      consider(folder);
+      if (auto rf = read_commit_record(folder)) records.push_back({*rf, folder});
   }
-  if (!best)
+  if (records.empty())
     throw data_error::at(dir.string(), 0,
                          "no committed checkpoint here (no COMMIT in it or its part-* folders)");
-  const fs::path path = best->folder / best->record.file;
-  const auto read = read_whole_file(path);
-  if (!read)
-    throw data_error::at(path.string(), 0, "the commit record names it, but it is missing");
-  const std::string& bytes = *read;
-  if (bytes.size() != best->record.size || checkpoint_crc(bytes) != best->record.crc)
-    throw data_error::at(path.string(), 0,
-                         "size or CRC-32 differs from its commit record (damaged file)");
-  return committed_checkpoint{best->record, best->folder, decode_checkpoint(bytes, path.string())};
+  std::uint64_t newest = 0;
+  for (const auto& f : records)
+    newest = std::max(newest, f.record.next_step);
+  // Every replica holds the same file: each copy of the newest commit is checked, the first
+  // intact one is used and a damaged or missing copy is restored from it.
+  std::optional<found> good;
+  std::string bytes;
+  std::vector<std::pair<fs::path, std::string>> bad;  // copy, why
+  for (const auto& f : records) {
+    if (f.record.next_step != newest) continue;
+    const fs::path path = f.folder / f.record.file;
+    const auto read = read_whole_file(path);
+    if (!read) {
+      bad.emplace_back(path, "the commit record names it, but it is missing");
+    } else if (read->size() != f.record.size || checkpoint_crc(*read) != f.record.crc) {
+      bad.emplace_back(path, "size or CRC-32 differs from its commit record (damaged file)");
+    } else if (!good) {
+      good = f;
+      bytes = *read;
+    }
+  }
+  if (!good) {
+    std::string why = bad.front().second;
+    for (size_t i = 1; i < bad.size(); ++i)
+      why += "; and " + bad[i].first.string() + ": " + bad[i].second;
+    throw data_error::at(bad.front().first.string(), 0, why);
+  }
+  for (const auto& [path, why] : bad) {
+    const fs::path from = good->folder / good->record.file;
+    try {
+      write_file_durably(path, bytes);
+      std::fprintf(stderr, "checkpoint: %s: %s; restored from %s\n", path.c_str(), why.c_str(),
+                   from.c_str());
+    } catch (const std::exception& e) {  // the intact copy is enough to resume
+      std::fprintf(stderr, "checkpoint: %s: %s; not restored (%s); resuming from %s\n",
+                   path.c_str(), why.c_str(), e.what(), from.c_str());
+    }
+  }
+  const fs::path path = good->folder / good->record.file;
+  return committed_checkpoint{good->record, good->folder, decode_checkpoint(bytes, path.string())};
 }
 
 committed_checkpoint load_checkpoint_of_step(const fs::path& dir, std::uint64_t next_step) {

@@ -43,8 +43,9 @@ struct committed_checkpoint {
 };
 
 /// The newest committed checkpoint under `dir`: dir/COMMIT itself, else the newest of
-/// dir/part-*/COMMIT. Checks the file's size and CRC against the record. Throws data_error naming
-/// the folder when there is none, or the file when it is damaged.
+/// dir/part-*/COMMIT. Checks every replica's copy of that commit's file against its record, uses
+/// the first intact one and restores each damaged or missing copy from it (saying so on stderr).
+/// Throws data_error naming the folder when there is no commit, or every copy when none is intact.
 committed_checkpoint load_committed_checkpoint(const std::filesystem::path& dir);
 
 /// The checkpoint before global step `next_step` under `dir` (dir or its part-* folders), for a

@@ -165,6 +165,40 @@ TEST(ClusterCheckpoint, DecentralizedResumeIsExactAndRebuildsTheHistory) {
   EXPECT_LT(resumed[0].losses.back(), first.losses.front());
 }
 
+// Every replica holds the same file: one damaged copy and one missing copy do not stop a resume;
+// both are restored from the intact one, and the run resumes as from a clean folder.
+TEST(ClusterCheckpoint, ADamagedOrMissingReplicaCopyIsRestoredFromAnIntactOne) {
+  temp_dir dir("degnn-ckpt-restore");
+  train_settings s = settings("centralized", 2);
+  s.checkpoint_dir = dir.path.string();
+  s.epochs = 1;
+  train(s);
+  const commit_record r = *read_commit_record(replica_checkpoint_dir(dir.path, 0));
+  const fs::path f0 = replica_checkpoint_dir(dir.path, 0) / r.file;
+  const fs::path f1 = replica_checkpoint_dir(dir.path, 1) / r.file;
+  const fs::path f2 = replica_checkpoint_dir(dir.path, 2) / r.file;
+  const auto intact = fs::file_size(f2);
+  {
+    std::fstream io(f0, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(100);
+    io.put('\x7f');
+  }
+  fs::remove(f1);
+  const committed_checkpoint c = load_committed_checkpoint(dir.path);
+  EXPECT_EQ(c.folder, replica_checkpoint_dir(dir.path, 2));
+  EXPECT_EQ(c.record.next_step, 7u);
+  for (const fs::path& f : {f0, f1}) {
+    ASSERT_TRUE(fs::exists(f)) << f;
+    EXPECT_EQ(fs::file_size(f), intact) << f;
+  }
+  // Restored: every copy passes the check again, and part 0's is the one used.
+  EXPECT_EQ(load_committed_checkpoint(dir.path).folder, replica_checkpoint_dir(dir.path, 0));
+  s.epochs = 2;
+  s.resume = dir.path.string();
+  const run_losses again = train(s);
+  EXPECT_EQ(again.steps.front(), 7u);
+}
+
 TEST(ClusterCheckpoint, DamagedForeignOrMissingCheckpointsAreRefusedNamingTheFile) {
   temp_dir dir("degnn-ckpt-bad");
   train_settings s = settings("centralized", 2);
