@@ -1,5 +1,8 @@
 // The node actor among its peers: its role in a view, the greetings, the workers it shows and
 // takes, readiness, and the figures node 0's console polls.
+#include <chrono>
+#include <cstdio>
+
 #include "actors/gather.hpp"
 #include "runtime/node/node_state.hpp"
 #include "runtime/process/process_stats.hpp"
@@ -159,13 +162,47 @@ caf::result<std::vector<std::int64_t>> give_node_stats(node_pointer self) {
 void poll_member_stats(node_pointer self, const std::string& key) {
   auto& st = self->state;
   if (!from_this_process(self, key) || !st.console || st.farewell) return;
+  using clock = std::chrono::steady_clock;
+  const auto now = clock::now();
+  auto seconds = [](clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  // The poll comes every second: a much later one means this process did not run meanwhile (a
+  // SIGSTOP, a starved machine), which the members saw as silence.
+  if (st.last_poll != clock::time_point{} && now - st.last_poll > kSilenceLogged && st.log) {
+    char line[128];
+    std::snprintf(line, sizeof line, "this node did not run for %.1f s (stopped or starved)",
+                  seconds(now - st.last_poll));
+    st.log(line);
+  }
+  if (st.last_poll != clock::time_point{} && now - st.last_poll > kSilenceLogged) {
+    for (auto& [rank, heard] : st.last_heard)  // the silence was this node's, not theirs
+      heard = now;
+  }
+  st.last_poll = now;
   auto board = st.console->board;
   board->heard_from(st.role->rank, peak_rss_mib());
   for (const auto& [rank, g] : st.greeted) {
     if (!g.node) continue;
+    auto& heard = st.last_heard[rank];
+    if (heard == clock::time_point{}) heard = now;
+    // A member silent for a few seconds is said once, and again when it answers.
+    if (now - heard > kSilenceLogged && st.silent.insert(rank).second && st.log) {
+      char line[128];
+      std::snprintf(line, sizeof line, "node %d has not answered for %.1f s", rank,
+                    seconds(now - heard));
+      st.log(line);
+    }
     self->request(caf::actor_cast<node_actor>(g.node), std::chrono::seconds(5), node_stats_atom_v)
         .then(
-            [board, rank = rank](const std::vector<std::int64_t>& kib) {
+            [self, board, rank = rank](const std::vector<std::int64_t>& kib) {
+              auto& st = self->state;
+              const auto at = clock::now();
+              if (st.silent.erase(rank) && st.log) {
+                char line[128];
+                std::snprintf(line, sizeof line, "node %d answers again after %.1f s", rank,
+                              std::chrono::duration<double>(at - st.last_heard[rank]).count());
+                st.log(line);
+              }
+              st.last_heard[rank] = at;
               if (!kib.empty()) board->heard_from(rank, static_cast<double>(kib[0]) / 1024);
             },
             [](caf::error&) {});  // not heard: the console shows how long ago it last was

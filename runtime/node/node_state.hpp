@@ -3,6 +3,7 @@
 // node_files.cpp, node_peers.cpp, node_faults.cpp, node_views.cpp). Not an interface.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <set>
@@ -50,7 +51,12 @@ struct node_state {
   /// --allow-faults: this process's fault counters, whose cut mask the console's cut and heal
   /// set (every sender of the process holds messages across it).
   std::shared_ptr<fault_counters> cut;
-  bool polling = false;   ///< node 0: asking the members their figures each second
+  bool polling = false;  ///< node 0: asking the members their figures each second
+  /// Node 0: when each member last answered the poll, and those silent for kSilenceLogged (said
+  /// once, and again when they answer); when this node last polled (a late poll: it was paused).
+  std::map<std::int32_t, std::chrono::steady_clock::time_point> last_heard;
+  std::set<std::int32_t> silent;
+  std::chrono::steady_clock::time_point last_poll{};
   bool farewell = false;  ///< node 0 said bye: its going away is the end of the run
   /// A newer view node 0 announced after losing a member, until this node's runtime takes it.
   std::vector<char> recovery;
@@ -66,6 +72,10 @@ struct node_state {
 };
 
 using node_pointer = node_actor::stateful_pointer<node_state>;
+
+/// How long a member (or node 0 itself) may go unheard before node 0 logs it: a few heartbeats
+/// of the default 500 ms, well inside the connection time-out that declares a member lost.
+inline constexpr std::chrono::seconds kSilenceLogged{3};
 
 /// Whether the current message carries this process's key (see spawn_node_actor).
 bool from_this_process(node_pointer self, const std::string& key);

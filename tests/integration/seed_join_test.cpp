@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <regex>
+#include <sstream>
 
 #include <caf/io/all.hpp>
 
@@ -294,6 +295,53 @@ TEST_F(SeedJoin, APausedOrKilledMemberIsReportedByEveryOtherNodeWithinTheBound) 
     EXPECT_LT(t1, how == "SIGSTOP" ? 10.0 : 5.0);
     b.signal(SIGKILL);
   }
+}
+
+// A pause shorter than the connection time-out (60 s by default) is not a loss, but node 0 says
+// it: a member silent for 3 s, once, and again when it answers; node 0's own pause when it runs
+// again. The run goes on through both.
+TEST_F(SeedJoin, APauseShorterThanTheTimeOutIsLoggedByNode0AndTheRunGoesOn) {
+  const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
+  child_process s(node_args({"--is-seed", "--listen", seed, "--nodes", "2", "--epochs", "100000"}),
+                  log("pause0"));
+  child_process j(node_args({"--join", seed, "--epochs", "100000"}), log("pause1"));
+  ASSERT_TRUE(wait_for(log("pause0"), "epoch   2", 90s)) << read_file(log("pause0"));
+  j.signal(SIGSTOP);
+  std::this_thread::sleep_for(5s);
+  j.signal(SIGCONT);
+  EXPECT_TRUE(wait_for(log("pause0"), "node 1 answers again after", 20s))
+      << read_file(log("pause0"));
+  const std::string out = read_file(log("pause0"));
+  EXPECT_TRUE(contains(out, "node 1 has not answered for 3")) << out;
+  s.signal(SIGSTOP);
+  std::this_thread::sleep_for(5s);
+  s.signal(SIGCONT);
+  EXPECT_TRUE(wait_for(log("pause0"), "this node did not run for", 20s))
+      << read_file(log("pause0"));
+  // Both still train: node 0 finishes further epochs after both pauses.
+  const auto epochs = [&] {
+    const std::string o = read_file(log("pause0"));
+    int n = 0;
+    for (size_t at = o.find("\nepoch "); at != std::string::npos; at = o.find("\nepoch ", at + 1))
+      ++n;
+    return n;
+  };
+  const int before = epochs();
+  bool more = false;
+  for (int i = 0; i < 600 && !more; ++i) {  // 60 s at most
+    more = epochs() > before;
+    if (!more) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(more) << read_file(log("pause0"));
+  EXPECT_EQ(s.wait(10ms), -1) << read_file(log("pause0"));
+  EXPECT_EQ(j.wait(10ms), -1) << read_file(log("pause1"));
+  // Node 0's own pause is not blamed on node 1 (its silence was node 0's).
+  const std::string all = read_file(log("pause0"));
+  EXPECT_EQ(all.find("has not answered"), all.rfind("has not answered")) << all;
+  std::stringstream lines(all);
+  for (std::string line; std::getline(lines, line);)
+    if (contains(line, "answer") || contains(line, "did not run"))
+      std::printf("%s\n", line.c_str());
 }
 
 TEST_F(SeedJoin, AStrangerCannotStopGreetOrConfigureAMemberOfAJoinedCluster) {
