@@ -81,6 +81,13 @@ run_losses train(const train_settings& s, std::uint64_t crash_after = ~0ull) {
   return out;
 }
 
+// One byte of `file` changed (at offset 100).
+void damage(const fs::path& file) {
+  std::fstream io(file, std::ios::in | std::ios::out | std::ios::binary);
+  io.seekp(100);
+  io.put('\x7f');
+}
+
 // The losses of `full` from global step `from` on.
 std::vector<double> losses_from(const run_losses& full, std::uint64_t from) {
   std::vector<double> out;
@@ -178,11 +185,7 @@ TEST(ClusterCheckpoint, ADamagedOrMissingReplicaCopyIsRestoredFromAnIntactOne) {
   const fs::path f1 = replica_checkpoint_dir(dir.path, 1) / r.file;
   const fs::path f2 = replica_checkpoint_dir(dir.path, 2) / r.file;
   const auto intact = fs::file_size(f2);
-  {
-    std::fstream io(f0, std::ios::in | std::ios::out | std::ios::binary);
-    io.seekp(100);
-    io.put('\x7f');
-  }
+  damage(f0);
   fs::remove(f1);
   const committed_checkpoint c = load_committed_checkpoint(dir.path);
   EXPECT_EQ(c.folder, replica_checkpoint_dir(dir.path, 2));
@@ -217,12 +220,8 @@ TEST(ClusterCheckpoint, DamagedForeignOrMissingCheckpointsAreRefusedNamingTheFil
   }
   // One flipped byte in every copy of the file.
   const commit_record r = *read_commit_record(replica_checkpoint_dir(dir.path, 0));
-  for (int p = 0; p < 3; ++p) {
-    const fs::path f = replica_checkpoint_dir(dir.path, p) / r.file;
-    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
-    io.seekp(100);
-    io.put('\x7f');
-  }
+  for (int p = 0; p < 3; ++p)
+    damage(replica_checkpoint_dir(dir.path, p) / r.file);
   train_settings resume = settings("centralized", 2);
   resume.resume = dir.path.string();
   try {
