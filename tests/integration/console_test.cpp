@@ -588,6 +588,9 @@ TEST_F(Console, ANodeKilledFromTheConsoleIsRecoveredAndTheConsoleShowsTheNewView
   EXPECT_EQ(view["members"][1]["state"], "lost") << view.dump();
   EXPECT_EQ(view["members"][0]["state"], "serving") << view.dump();
   EXPECT_EQ(view["members"][0]["partitions"], nlohmann::json({0, 1})) << view.dump();
+  EXPECT_EQ(view["coordinator"], 0) << view.dump();
+  EXPECT_EQ(view["members"][0]["role"], "coordinator") << view.dump();
+  EXPECT_EQ(view["members"][1]["role"], "worker") << view.dump();
   EXPECT_EQ(ask("nodes")[1]["state"], "lost");
   const auto steps = ask("progress")["steps"].get<int>();
   bool moved = false;
