@@ -167,13 +167,13 @@ void poll_member_stats(node_pointer self, const std::string& key) {
   auto seconds = [](clock::duration d) { return std::chrono::duration<double>(d).count(); };
   // The poll comes every second: a much later one means this process did not run meanwhile (a
   // SIGSTOP, a starved machine), which the members saw as silence.
-  if (st.last_poll != clock::time_point{} && now - st.last_poll > kSilenceLogged && st.log) {
-    char line[128];
-    std::snprintf(line, sizeof line, "this node did not run for %.1f s (stopped or starved)",
-                  seconds(now - st.last_poll));
-    st.log(line);
-  }
   if (st.last_poll != clock::time_point{} && now - st.last_poll > kSilenceLogged) {
+    if (st.log) {
+      char line[128];
+      std::snprintf(line, sizeof line, "this node did not run for %.1f s (stopped or starved)",
+                    seconds(now - st.last_poll));
+      st.log(line);
+    }
     for (auto& [rank, heard] : st.last_heard)  // the silence was this node's, not theirs
       heard = now;
   }

@@ -1,0 +1,135 @@
+// The node process of `degnn node` as one object, its phases as methods (cli/node_process.cpp:
+// from the settings to a connected mesh; cli/node_process_run.cpp: serving, or coordinating and
+// recovering). Members are declared in the order the phases make them, so they are destroyed in
+// the reverse: the console gateway and the mesh first, then the local actors stop (`stop_local_`),
+// then the door, the actor system last. Not an interface: node_process.hpp is.
+#pragma once
+
+#include "runtime/cli/node_process.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "actors/coordinator.hpp"
+#include "model/feature_transform.hpp"
+#include "model/partition_store.hpp"
+#include "runtime/cli/fault_options.hpp"
+#include "runtime/console/console_commands.hpp"
+#include "runtime/console/console_gateway.hpp"
+#include "runtime/console/http_endpoint.hpp"
+#include "runtime/node/launch_mode.hpp"
+#include "runtime/node/node_actor.hpp"
+#include "runtime/node/node_membership.hpp"
+#include "runtime/node/node_mesh.hpp"
+#include "runtime/node/node_recovery.hpp"
+#include "runtime/node/partition_transfer.hpp"
+#include "runtime/node/seed_discovery.hpp"
+#include "runtime/node/seed_file_client.hpp"
+#include "runtime/process/compute_threads.hpp"
+#include "runtime/process/config_error.hpp"
+#include "runtime/process/process_stats.hpp"
+#include "runtime/train/cluster_identity.hpp"
+#include "runtime/train/cluster_resume.hpp"
+#include "runtime/train/cluster_trainer.hpp"
+#include "runtime/train/status_board.hpp"
+#include "runtime/train/worker_actors.hpp"
+#include "runtime/transport/endpoint.hpp"
+
+namespace degnn::node_process_detail {
+
+/// Runs `stop` when destroyed (set once there is something to stop).
+struct stopper {
+  std::function<void()> stop;
+  ~stopper() {
+    if (stop) stop();
+  }
+};
+
+class node_process {
+ public:
+  explicit node_process(node_process_settings settings);
+  int run();
+
+ private:
+  // The phases, in the order run() takes them.
+  void load();
+  void start_node_actor();
+  void publish();
+  void form_membership();
+  void take_partitions();
+  void connect_mesh();
+  int serve_until_stopped();
+  int coordinate();
+  /// After a failed training run: true to train again from the new view's commit, false when
+  /// the run's last step was saved already; throws when nothing can be recovered.
+  bool recover(const std::exception& failure);
+  int finish();
+
+  void say(const std::string& line) const;
+  std::shared_ptr<const graph_partition> load_part(int p) const;
+  std::string serve(const membership& members);
+  void fetch_missing(const wire::membership_view& v);
+  void move_to(const wire::membership_view& next);
+  void wire_coordinator();
+
+  node_process_settings settings_;
+  train_settings& s_ = settings_.train;
+  launch_mode& mode_ = settings_.mode;
+  caf::actor_system_config cfg_;
+  bool configured_;  ///< set by configure(), before sys_ is made of cfg_
+  caf::actor_system sys_;
+  peer_door door_;  ///< the node's one door: before anything connects, after every actor stopped
+  deadline join_until_;
+  node_actor seed_node_;  ///< a joiner's connection to the seed
+  std::optional<seed_file_client> seed_files_;
+  wire::file_manifest files_;  ///< the seed's partition files (on the seed and on joiners)
+  partition_meta meta_;
+  std::shared_ptr<const partition_book> book_;
+  std::map<int, std::shared_ptr<const graph_partition>> parts_;
+  replica_config rc_;
+  cluster_identity identity_;
+  wire::context ctx_;
+  worker_settings ws_;
+  std::optional<fault_summary_at_exit> report_faults_;
+  cluster_start start_;
+  std::string kill_token_;
+  recovery_settings recovery_;
+  bool recovers_ = false;
+  bool coordinates_ = false;
+  std::optional<training_report> report_;
+  std::shared_ptr<status_board> board_;
+  std::unique_ptr<http_endpoint> http_;
+  std::string me_name_;
+  std::string local_key_;
+  node_actor node_;
+  std::optional<caf::scoped_actor> self_;
+  std::vector<worker_actors> local_;
+  stopper stop_local_;
+  std::unique_ptr<console_gateway> gate_;  ///< destroyed before stop_local_ runs
+  std::string served_;
+  endpoint me_;
+  membership members_;
+  int id_ = 0;
+  std::size_t n_ = 0;
+  std::chrono::seconds connect_time_{0};
+  std::optional<node_mesh> mesh_;
+  cluster_start first_start_;  ///< before any commit of this run: a recovery rolls back here
+  std::optional<coordinator> coord_;
+  std::vector<std::size_t> train_sizes_;
+  std::vector<double> losses_;
+  std::uint64_t first_step_ = 0;
+  std::uint64_t recoveries_ = 0;
+  cluster_result result_;
+
+  bool configure();
+};
+
+}  // namespace degnn::node_process_detail
