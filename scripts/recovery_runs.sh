@@ -16,9 +16,15 @@
 #                 started again with --resume on its own folder
 #   crash-node2   node 2 crashes at a named point (--crash-after-step KILL_AT), no --recover:
 #                 restarted with --resume like kill-node0
+# and, with --recover adopt, without any restart (no single point of failure, issue 29):
+#   failover-kill0  kill -9 of node 0 once it logged epoch KILL_AT: node 1 takes over
+#   failover-stop0  SIGSTOP of node 0 for 10 s: node 1 takes over; node 0 stops on waking
+#   adopt-two       kill -9 of node 1, then of node 2 50 ms later: two views, nodes 0 and 3 finish
+#   failover-two    kill -9 of node 0, then of node 3 50 ms later: node 1 takes over, 1 and 2 finish
 # Prints one row per scenario (detected after, recovered or restarted and training again after,
-# steps redone, final test accuracy, committed checkpoints lost, processes left) and a JSON line
-# each. SCENARIOS="adopt-kill2 replace-kill2" runs those only (and the reference).
+# steps redone, final test accuracy, committed checkpoints lost, processes left; the failover rows
+# also the new coordinator serving after and how many nodes reported the run's end) and a JSON
+# line each. SCENARIOS="adopt-kill2 replace-kill2" runs those only (and the reference).
 # Usage: scripts/recovery_runs.sh [EPOCHS] [KILL_AT]   (after scripts/build.sh)
 # Environment: DATASET (default data/pubmed), EVAL_EVERY (5), MAX_BATCHES (steps an epoch, all),
 # HEARTBEAT (node options of the in-run scenarios, "--heartbeat-ms 250 --heartbeat-misses 12").
@@ -181,5 +187,55 @@ for scenario in kill-node0 crash-node2; do
     "$(printf %.2f "$(echo "$t_training - $t_detected" | bc)")" "$redone" "$acc" \
     "$([[ $newest -ge $committed ]] && echo 0 || echo 1)" "$(left)" \
     "$(refused "$work/$scenario-again-0.log")"
+done
+# No single point of failure: the survivors go on by themselves. Detected: from the fault until
+# the node that goes on logs it (node 1 for a lost node 0, node 0 otherwise); serving: until the
+# new view is served ("took over in" / "recovered in"); training again: its next epoch line.
+failover_row() {  # scenario detected serving training redone accuracy lost left ends
+  printf '%-14s %8s %8s %8s %6s %9s %5s %5s %5s\n' "$@"
+  printf '{"scenario":"%s","detected_s":"%s","serving_s":"%s","training_again_s":"%s","steps_redone":"%s","test_acc":"%s","commits_lost":"%s","processes_left":"%s","completions":"%s"}\n' "$@" >>"$work/json"
+}
+header_done=
+for scenario in failover-kill0 failover-stop0 adopt-two failover-two; do
+  want "$scenario" || continue
+  if [[ -z $header_done ]]; then
+    printf '%-14s %8s %8s %8s %6s %9s %5s %5s %5s\n' scenario detected serving training redone \
+      test_acc lost left ends
+    header_done=1
+  fi
+  rm -rf "$work"/ck-*
+  # shellcheck disable=SC2206
+  all_nodes=(--recover adopt $heartbeat)
+  start "$scenario" "$epochs"
+  await "$work/$scenario-0.log" "^epoch *$kill_at "
+  seen=$(last_epoch "$work/$scenario-0.log")
+  committed=$(newest_commit)
+  case $scenario in
+    failover-kill0) kill -9 "${pids[0]}" ;;
+    failover-stop0) kill -STOP "${pids[0]}" ;;
+    adopt-two) kill -9 "${pids[1]}"; sleep 0.05; kill -9 "${pids[2]}" ;;
+    failover-two) kill -9 "${pids[0]}"; sleep 0.05; kill -9 "${pids[3]}" ;;
+  esac
+  t_fault=$(now)
+  heir=$work/$scenario-1.log
+  [[ $scenario == adopt-two ]] && heir=$work/$scenario-0.log
+  await "$heir" "lost the coordinator|lost node"
+  t_detected=$(now)
+  await "$heir" "took over in|recovered in"
+  t_serving=$(now)
+  until_true "$heir training again" trained_again "$heir"
+  t_training=$(now)
+  if [[ $scenario == failover-stop0 ]]; then
+    sleep "$(echo "10 - ($(now) - $t_fault)" | bc | sed 's/^-.*/0/')"
+    kill -CONT "${pids[0]}"
+  fi
+  wait_all
+  all_nodes=()
+  back_to=$(grep -o 'rolls back to step [0-9]*' "$heir" | head -1 | tr -dc 0-9)
+  ends=$(grep -l '"node_summary":true' "$work/$scenario"-*.log | wc -l)
+  failover_row "$scenario" "$(secs "$t_detected" "$t_fault")" "$(secs "$t_serving" "$t_detected")" \
+    "$(secs "$t_training" "$t_serving")" "$((seen > back_to ? seen - back_to : 0))" \
+    "$(final_test "$heir")" "$([[ $back_to -ge $committed ]] && echo 0 || echo 1)" "$(left)" "$ends"
+  grep -h "not a majority" "$work/$scenario"-*.log >&2 || true
 done
 cat "$work/json"

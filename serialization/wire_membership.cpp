@@ -121,9 +121,8 @@ membership_view decode_membership_view(const context& c, std::span<const char> b
       v.name = text(rd, mr.getName(), "member name", false);
       v.partitions = to_vector(mr.getPartitions());
       v.lost = mr.getLost();
-      if (v.lost && (v.rank == 0 || !v.partitions.empty()))
-        rd.fail("member " + std::to_string(v.rank) + " is lost but " +
-                (v.rank == 0 ? "is the coordinator" : "still serves partitions"));
+      if (v.lost && !v.partitions.empty())
+        rd.fail("member " + std::to_string(v.rank) + " is lost but still serves partitions");
       if (v.partitions.empty() && !v.lost)
         rd.fail("member " + std::to_string(v.rank) + " serves no partition");
       served.insert(served.end(), v.partitions.begin(), v.partitions.end());
@@ -134,6 +133,15 @@ membership_view decode_membership_view(const context& c, std::span<const char> b
           m.members[static_cast<size_t>(rank)].lost)
         rd.fail("replaced rank " + std::to_string(rank) + " is not a serving member other than 0");
     }
+    // The coordinator, the lowest live rank (node 0 until it is lost), serves partition 0: a
+    // successor adopts the lost coordinator's partitions, and members find it by that partition.
+    const auto coordinator = std::find_if(m.members.begin(), m.members.end(),
+                                          [](const view_member& v) { return !v.lost; });
+    if (coordinator == m.members.end()) rd.fail("every member is lost");
+    const auto& cp = coordinator->partitions;
+    if (std::find(cp.begin(), cp.end(), 0) == cp.end())
+      rd.fail("the coordinator (rank " + std::to_string(coordinator->rank) +
+              ", the lowest live one) does not serve partition 0");
     // Every partition 0..P-1 served by exactly one member.
     std::sort(served.begin(), served.end());
     for (size_t i = 0; i < served.size(); ++i) {

@@ -262,6 +262,14 @@ void node_process::fetch_missing(const wire::membership_view& v) {
 
 void node_process::take_partitions() {
   fetch_missing(members_.view);
+  // Any survivor may adopt any partition, the coordinator's too once the seed (node 0) is gone:
+  // with --recover every member holds every partition's file from the start.
+  if (recovers_ && seed_files_) {
+    std::vector<std::string> all;
+    for (int p = 0; p < meta_.num_parts; ++p)
+      all.push_back(partition_file(p));
+    seed_files_->fetch(all);
+  }
   if (mode_.kind == launch_mode::joiner && members_.view.id > 1) {
     // A replacement: the state every member rolled back to comes from the seed.
     say("replacing a lost node in view " + std::to_string(members_.view.id));
@@ -295,6 +303,7 @@ void node_process::connect_mesh() {
               std::chrono::steady_clock::now() + connect_time_);
   say("connected to " + std::to_string(n_ - 1) + " peers");
   first_start_ = start_;
+  losses_from_ = start_.next_step;
   if (board_ && mode_.kind == launch_mode::static_peers) board_->set_view(members_.view);
 }
 

@@ -68,10 +68,28 @@ class node_process {
   void connect_mesh();
   int serve_until_stopped();
   int coordinate();
+  void train_until_done();
   /// After a failed training run: true to train again from the new view's commit, false when
   /// the run's last step was saved already; throws when nothing can be recovered.
   bool recover(const std::exception& failure);
   int finish();
+  /// Tells every member the run stopped on `why` (their coordinator's loss is no failover).
+  void stop_members(const std::string& why);
+
+  // A member's part when the coordinator is lost (cli/node_process_failover.cpp).
+  /// Moves to an announced view, if any (a member, between the coordinator's messages).
+  void take_announced_view();
+  /// The coordinator went away without a bye: true when this node coordinates now, false when
+  /// it moved to the successor's view; throws without a majority.
+  bool fail_over();
+  /// The view the successor announces, within the wait: true once moved to it, false when the
+  /// successor went away or stayed silent.
+  bool follow(int successor);
+  /// The newest step this node's checkpoint folder committed in this run (or where it started).
+  std::uint64_t own_commit_step() const;
+  /// The views after losing `lost` (a further one for each member lost meanwhile), announced
+  /// and moved to, rolling back to `back_to`; the coordinator wired to the last.
+  void move_cluster(std::vector<int> lost, std::uint64_t back_to, bool adopt_only);
 
   void say(const std::string& line) const;
   std::shared_ptr<const graph_partition> load_part(int p) const;
@@ -125,6 +143,7 @@ class node_process {
   std::optional<coordinator> coord_;
   std::vector<std::size_t> train_sizes_;
   std::vector<double> losses_;
+  std::uint64_t losses_from_ = 0;  ///< the step of losses_[0] (a successor's: its rollback step)
   std::uint64_t first_step_ = 0;
   std::uint64_t recoveries_ = 0;
   cluster_result result_;

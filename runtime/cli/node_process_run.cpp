@@ -1,6 +1,6 @@
-// The node process once its mesh is connected: a member serves until node 0 says bye (moving to
-// each new view a recovery makes); node 0 coordinates the epochs, recovers from a lost member
-// and says bye to every member at the end.
+// The node process once its mesh is connected: a member serves until the coordinator says bye
+// (moving to each new view a recovery makes); the coordinator (node 0, or its successor) runs the
+// epochs, recovers from a lost member and says bye to every member at the end.
 #include <algorithm>
 #include <cstdio>
 
@@ -28,42 +28,46 @@ void node_process::move_to(const wire::membership_view& next) {
   mesh_->rewire(members_, std::chrono::steady_clock::now() + connect_time_);
 }
 
-// Any node but 0: serves until node 0 goes away; it said bye first if the run ended (every node
-// stays until then, so no connection closes while node 0 still says bye to the others).
+// A member: serves until the coordinator goes away; it said bye first if the run ended (every
+// node stays until then, so no connection closes while the coordinator still says bye to the
+// others). Without a bye, a member that recovers fails over (cli/node_process_failover.cpp).
 int node_process::serve_until_stopped() {
   auto& self = *self_;
   self->monitor(node_);
-  self->monitor(mesh_->node_of(0));
-  bool node0_gone = false, down = false;
-  while (!down) {
+  int coord = coordinator_of(members_.view);
+  self->monitor(mesh_->node_of(static_cast<size_t>(coord)));
+  while (true) {
+    // A view announced by a successor (this node had not noticed the coordinator's loss yet)
+    // names another coordinator.
+    if (const int now = coordinator_of(members_.view); now != coord) {
+      coord = now;
+      self->monitor(mesh_->node_of(static_cast<size_t>(coord)));
+    }
+    bool own_gone = false, coord_gone = false;
     self->receive(
         [&](caf::down_msg& d) {
-          down = true;
-          node0_gone = d.source == mesh_->node_of(0).address();
+          own_gone = d.source == node_.address();
+          coord_gone = d.source == mesh_->node_of(static_cast<size_t>(coord)).address();
         },
         caf::after(std::chrono::milliseconds(100)) >> [] {});
-    if (down || !recovers_) continue;
-    std::vector<char> next;
-    self->request(node_, std::chrono::seconds(10), recovery_atom_v, local_key_)
-        .receive([&](std::vector<char>& b) { next = std::move(b); }, [](caf::error&) {});
-    if (next.empty()) continue;
-    const wire::membership_view view = wire::decode_membership_view(ctx_, next);
-    const auto& replaced = view.replaced;
-    if (view.members[static_cast<size_t>(id_)].lost ||
-        std::find(replaced.begin(), replaced.end(), id_) != replaced.end())
-      throw std::runtime_error(me_name_ + ": node 0 counted this node lost in view " +
-                               std::to_string(view.id) +
-                               " (it did not answer within the heartbeat's silence); stopping");
-    move_to(view);
-  }
-  bool clean = false;
-  if (node0_gone) {
+    if (own_gone) throw std::runtime_error(me_name_ + ": its node actor stopped; stopping");
+    if (!coord_gone) {
+      if (recovers_) take_announced_view();
+      continue;
+    }
+    std::vector<std::string> bye;
     self->request(node_, std::chrono::seconds(10), farewell_atom_v, local_key_)
-        .receive([&](bool said) { clean = said; }, [](caf::error&) {});
+        .receive([&](std::vector<std::string>& said) { bye = std::move(said); },
+                 [](caf::error&) {});
+    if (!bye.empty() && bye.front().empty()) {
+      say("stopped by the coordinator");
+      return 0;
+    }
+    const std::string who = "the coordinator (node " + std::to_string(coord) + ")";
+    if (!bye.empty()) throw std::runtime_error(me_name_ + ": " + who + " stopped: " + bye.front());
+    if (!recovers_) throw std::runtime_error(me_name_ + ": lost " + who + "; stopping");
+    if (fail_over()) return coordinate();
   }
-  if (!clean) throw std::runtime_error(me_name_ + ": lost the coordinator (node 0); stopping");
-  say("stopped by the coordinator");
-  return 0;
 }
 
 // Node 0: waits until every node's actors reached every other node's once.
@@ -75,8 +79,25 @@ void node_process::wire_coordinator() {
 }
 
 int node_process::coordinate() {
-  wire_coordinator();
-  first_step_ = start_.next_step;
+  try {
+    if (!coord_) wire_coordinator();  // a successor's is wired already
+    first_step_ = start_.next_step;
+    train_until_done();
+  } catch (const std::exception& e) {
+    // Its members must not take this for a loss to fail over from.
+    stop_members(e.what());
+    throw;
+  }
+  return finish();
+}
+
+void node_process::train_until_done() {
+  const auto total =
+      static_cast<std::uint64_t>(s_.epochs) * batches_per_epoch(train_sizes_, s_.batch_size);
+  if (recoveries_ > 0 && first_step_ >= total) {  // a successor whose last commit ended the run
+    say("the run's last step was committed before the coordinator was lost: nothing to redo");
+    return;
+  }
   while (true) {
     try {
       const auto per_epoch = batches_per_epoch(train_sizes_, s_.batch_size);
@@ -106,17 +127,27 @@ int node_process::coordinate() {
       if (!recover(e)) break;
     }
   }
-  return finish();
 }
+
+namespace {
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks)
+    out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+}  // namespace
 
 bool node_process::recover(const std::exception& failure) {
   const std::string why = with_node_of_partition(members_.view, failure.what());
   stopwatch clock;
   // A member still busy with the failed step answers late, not never: it counts as lost only
   // after the silence the heartbeat allows.
-  const std::vector<int> lost =
-      recovers_ ? lost_members(*self_, node_, local_key_, *mesh_, members_.view, settings_.silence)
-                : std::vector<int>{};
+  const std::vector<int> lost = recovers_ ? lost_members(*self_, node_, local_key_, *mesh_,
+                                                         members_.view, settings_.silence, id_)
+                                          : std::vector<int>{};
   if (lost.empty()) {
     if (board_) board_->set_phase("failed");
     throw std::runtime_error(me_name_ + ": " + why);
@@ -125,35 +156,26 @@ bool node_process::recover(const std::exception& failure) {
   // Back to the last checkpoint every replica wrote (its commit records may be missing where a
   // node was lost during phase 2); before any: where this training started.
   const std::uint64_t back_to = st.durable_next_step > 0 ? st.durable_next_step : first_step_;
-  std::string gone;
-  for (int r : lost)
-    gone += (gone.empty() ? "" : ", ") + std::to_string(r);
   char probed[32];
   std::snprintf(probed, sizeof probed, "%.2f", clock.seconds());
-  say("lost node " + gone + " at step " + std::to_string(st.step) + " (" + why + "; found in " +
-      probed + " s)");
+  say("lost node " + rank_list(lost) + " at step " + std::to_string(st.step) + " (" + why +
+      "; found in " + probed + " s)");
+  // Keep-majority: this side may be the smaller one of a split (or this node was paused past
+  // the time-out and declared lost): it stops rather than go on beside a second coordinator.
+  if (const std::string no = without_majority(members_.view, lost); !no.empty()) {
+    if (board_) board_->set_phase("failed");
+    throw std::runtime_error(me_name_ + ": " + no +
+                             "; stopping, so that no second coordinator can go on (start every "
+                             "node again with --resume to go on from the last commit)");
+  }
   if (back_to >=
       static_cast<std::uint64_t>(s_.epochs) * batches_per_epoch(train_sizes_, s_.batch_size)) {
     say("the run's last step was saved before the loss: nothing to redo");
     return false;
   }
   if (board_) board_->set_phase("recovering");
-  const wire::membership_view next =
-      next_view(*self_, node_, local_key_, ctx_, members_.view, lost, back_to, recovery_,
-                [this](const std::string& line) { say(line); });
-  say("view " + std::to_string(next.id) + ": " +
-      (next.replaced.empty()
-           ? moved_partitions(members_.view, next)
-           : "node " + gone + " replaced by " + next.members[static_cast<size_t>(lost[0])].name) +
-      "; every node rolls back to step " + std::to_string(back_to) +
-      " (the last checkpoint every node wrote)");
-  if (board_) board_->set_view(next);
-  if (board_ && board_->drop_trace()) say("the console's trace ends unwritten: every actor is new");
-  announce_view(*self_, *mesh_, ctx_, members_.view, next);
-  coord_.reset();
-  move_to(next);
-  wire_coordinator();
-  losses_.resize(back_to - first_start_.next_step);
+  move_cluster(lost, back_to, false);
+  losses_.resize(std::min<std::size_t>(losses_.size(), back_to - std::min(back_to, losses_from_)));
   first_step_ = back_to;
   ++recoveries_;
   char took[32];
@@ -164,25 +186,82 @@ bool node_process::recover(const std::exception& failure) {
   return true;
 }
 
-// Node 0 after the last step: the summary, then bye to every other node.
+void node_process::move_cluster(std::vector<int> lost, std::uint64_t back_to, bool adopt_only) {
+  // `base`: the last view this node decided (its id the last one announced, taken or not).
+  wire::membership_view base = members_.view;
+  for (std::size_t attempt = 0;; ++attempt) {
+    const wire::membership_view next =
+        adopt_only ? adopted_view(base, lost, back_to)
+                   : next_view(*self_, node_, local_key_, ctx_, base, lost, back_to, recovery_,
+                               [this](const std::string& line) { say(line); });
+    say("view " + std::to_string(next.id) + ": " +
+        (next.replaced.empty() ? moved_partitions(base, next)
+                               : "node " + rank_list(lost) + " replaced by " +
+                                     next.members[static_cast<size_t>(lost[0])].name) +
+        "; every node rolls back to step " + std::to_string(back_to) +
+        " (the last checkpoint every node wrote)");
+    if (board_) board_->set_view(next);
+    if (board_ && board_->drop_trace())
+      say("the console's trace ends unwritten: every actor is new");
+    try {
+      announce_view(*self_, *mesh_, ctx_, members_.view, next, id_);
+      coord_.reset();
+      move_to(next);
+      wire_coordinator();
+      return;
+    } catch (const std::exception& e) {
+      // A member lost while the view changed (a second loss during the recovery) gets a further
+      // view without it; anything else, or a loss every member could see, ends the run.
+      if (attempt + 1 >= n_) throw;
+      const std::vector<int> more =
+          lost_members(*self_, node_, local_key_, *mesh_, next, settings_.silence, id_);
+      if (more.empty()) throw;
+      say("view " + std::to_string(next.id) + " failed (" + e.what() + "): lost node " +
+          rank_list(more) + " too");
+      if (const std::string no = without_majority(next, more); !no.empty())
+        throw std::runtime_error(me_name_ + ": " + no +
+                                 "; stopping (start every node again with "
+                                 "--resume to go on from the last commit)");
+      base = next;
+      lost = more;
+    }
+  }
+}
+
+void node_process::stop_members(const std::string& why) {
+  if (!mesh_) return;
+  using handle = decltype((*self_)->request(mesh_->node_of(0), std::chrono::seconds(2), bye_atom_v,
+                                            std::string(), std::string()));
+  std::vector<handle> asked;
+  for (size_t p = 0; p < n_; ++p) {
+    if (static_cast<int>(p) == id_ || members_.view.members[p].lost) continue;
+    asked.push_back((*self_)->request(mesh_->node_of(p), std::chrono::seconds(2), bye_atom_v,
+                                      members_.view.secret, why));
+  }
+  for (auto& h : asked)
+    h.receive([](bool) {}, [](caf::error&) {});  // a member gone already needs no word
+}
+
+// The coordinator after the last step: the summary, then bye to every other node.
 int node_process::finish() {
   result_.recoveries = recoveries_;
   report_->finish();
   if (board_) board_->set_phase("finished");
   print_node_summary(result_, *report_, losses_);
-  for (size_t p = 1; p < n_; ++p) {
-    if (members_.view.members[p].lost) continue;
+  for (size_t p = 0; p < n_; ++p) {
+    if (static_cast<int>(p) == id_ || members_.view.members[p].lost) continue;
     (*self_)
-        ->request(mesh_->node_of(p), std::chrono::seconds(10), bye_atom_v, members_.view.secret)
+        ->request(mesh_->node_of(p), std::chrono::seconds(10), bye_atom_v, members_.view.secret,
+                  std::string())
         .receive([](bool) {},
                  [&](caf::error& e) {
-                   std::fprintf(stderr, "node 0: stopping node %zu: %s\n", p,
-                                sys_.render(e).c_str());
+                   say("stopping node " + std::to_string(p) + ": " + sys_.render(e));
                  });
   }
   if (!result_.replicas_identical) {
     throw std::runtime_error(
-        "node 0: the replicas' parameters differ after training (the workers applied different "
+        me_name_ +
+        ": the replicas' parameters differ after training (the workers applied different "
         "updates; the run's results cannot be trusted)");
   }
   return 0;

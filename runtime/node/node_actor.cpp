@@ -143,13 +143,14 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
       [self](ready_atom, const peer_view& all) -> caf::result<std::vector<std::int64_t>> {
         return answer_ready(self, all);
       },
-      [self](bye_atom, const std::string& secret) -> caf::result<bool> {
+      [self](bye_atom, const std::string& secret, std::string& failure) -> caf::result<bool> {
         auto& st = self->state;
         if (!from_node0(self, secret) && !from_this_process(self, secret))
-          return actor_error(actor_errc::rejected, "bye is taken from node 0 only");
-        // The node ends when node 0 has gone, not now: closing a connection before node 0 said
-        // bye to every node could drop node 0's routes to the others (CAF 0.17 with TLS).
+          return actor_error(actor_errc::rejected, "bye is taken from the coordinator only");
+        // The node ends when the coordinator has gone, not now: closing a connection before it
+        // said bye to every node could drop its routes to the others (CAF 0.17 with TLS).
         st.farewell = true;
+        st.farewell_failure = std::move(failure);
         return true;
       },
       [self](kill_atom, const std::string& token, std::int32_t signal) -> caf::result<bool> {
@@ -185,10 +186,12 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         const auto& gone = self->state.gone;
         return std::vector<std::int32_t>(gone.begin(), gone.end());
       },
-      [self](farewell_atom, const std::string& key) -> caf::result<bool> {
+      [self](farewell_atom, const std::string& key) -> caf::result<std::vector<std::string>> {
         if (!from_this_process(self, key))
           return actor_error(actor_errc::rejected, "asked outside this node's process");
-        return self->state.farewell;
+        const auto& st = self->state;
+        if (!st.farewell) return std::vector<std::string>{};
+        return std::vector<std::string>{st.farewell_failure};
       },
   };
 }

@@ -6,6 +6,14 @@
 
 namespace degnn {
 
+namespace {
+
+// How long one question to a member may go unanswered before it is asked again: short, so that
+// a member lost meanwhile (a request to a closed connection is never answered) is noticed soon.
+constexpr std::chrono::seconds kShortWait{2};
+
+}  // namespace
+
 node_mesh::node_mesh(caf::actor_system& sys, caf::scoped_actor& self, node_actor node,
                      std::string local_key, peer_door& door, int parts)
     : sys_(sys),
@@ -22,15 +30,31 @@ void node_mesh::fail(const std::string& what) const {
   throw std::runtime_error(me_ + ": " + what);
 }
 
+// Whether rank p's node actor is known down (it greeted this node, and its connection closed):
+// a member lost while the view changes is not waited for until the deadline.
+bool node_mesh::gone(size_t p) const {
+  bool down = false;
+  self_->request(node_, std::chrono::seconds(10), gone_atom_v, local_key_)
+      .receive(
+          [&](std::vector<std::int32_t>& g) {
+            down = std::find(g.begin(), g.end(), static_cast<std::int32_t>(p)) != g.end();
+          },
+          [](caf::error&) {});
+  return down;
+}
+
 // Asks `what` of rank p until it stops answering not_ready (it may still load its partitions,
 // or still be moving to a new view).
 template <class Ask>
 void node_mesh::ask_until_ready(size_t p, const char* what, deadline until, Ask&& ask) {
   while (true) {
+    if (gone(p)) fail(std::string(what) + " node " + std::to_string(p) + ": it is gone");
     const caf::error e = ask();
     if (!e) return;
-    const bool not_ready = e.category() == caf::detail::error_factory<actor_errc>::category &&
-                           e.code() == static_cast<std::uint8_t>(actor_errc::not_ready);
+    // Not ready yet, or no answer within the short wait (asked again unless it is gone).
+    const bool not_ready = (e.category() == caf::detail::error_factory<actor_errc>::category &&
+                            e.code() == static_cast<std::uint8_t>(actor_errc::not_ready)) ||
+                           e == caf::sec::request_timeout;
     if (!not_ready || std::chrono::steady_clock::now() > until)
       fail(std::string(what) + " node " + std::to_string(p) + " failed: " + sys_.render(e));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -43,7 +67,7 @@ void node_mesh::take_workers(size_t p, deadline until) {
   if (theirs.empty()) return;  // a lost member: its partitions moved to others
   ask_until_ready(p, "asking for the actors of", until, [&] {
     caf::error failure;
-    self_->request(nodes_[p], std::chrono::seconds(10), workers_atom_v, members_.view.id)
+    self_->request(nodes_[p], kShortWait, workers_atom_v, members_.view.id)
         .receive(
             [&](peer_view& w) {
               if (w.batchers.size() != theirs.size() || w.shards.size() != theirs.size() ||
@@ -153,7 +177,7 @@ std::vector<std::size_t> node_mesh::wait_ready(deadline until) {
     if (theirs.empty()) continue;
     while (true) {
       bool ok = false;
-      self_->request(nodes_[p], std::chrono::seconds(10), ready_atom_v, all)
+      self_->request(nodes_[p], kShortWait, ready_atom_v, all)
           .receive(
               [&](std::vector<std::int64_t>& num_train) {
                 if (num_train.size() != theirs.size()) return;
@@ -164,6 +188,7 @@ std::vector<std::size_t> node_mesh::wait_ready(deadline until) {
               },
               [&](caf::error&) {});
       if (ok) break;
+      if (gone(p)) fail("node " + std::to_string(p) + " is gone");
       if (std::chrono::steady_clock::now() > until)
         fail("node " + std::to_string(p) + " never became ready");
       std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -39,6 +39,7 @@ class node_mesh {
 
  private:
   [[noreturn]] void fail(const std::string& what) const;
+  bool gone(size_t p) const;
   template <class Ask>
   void ask_until_ready(size_t p, const char* what, deadline until, Ask&& ask);
   void take_workers(size_t p, deadline until);

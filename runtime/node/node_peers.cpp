@@ -89,6 +89,9 @@ caf::result<bool> take_view(node_pointer self, const peer_view& all, const std::
   if (st.has_view || !st.role)
     return actor_error(actor_errc::rejected, "the view is given once, after the role");
   if (!all.batchers.empty() && all.batchers.front()) st.node0 = {all.batchers.front()->node()};
+  st.part_nodes.clear();
+  for (const auto& b : all.batchers)
+    st.part_nodes.push_back(b ? b->node() : caf::node_id{});
   for (size_t i = 0; i < st.role->partitions.size(); ++i) {
     self->send(caf::actor_cast<shard_actor>(st.role->workers.shards[i]), view_atom_v, all);
     self->send(caf::actor_cast<batch_actor>(st.role->workers.batchers[i]), view_atom_v, all);

@@ -108,8 +108,10 @@ namespace degnn {
 /// partition's workers, from this process once connected -> handed to the local workers), ready
 /// (every partition's workers
 /// -> the training-set size of each partition this node serves, once this node has its view and
-/// each remote actor answered a report; not_ready before), bye (-> true: node 0 going away is now
-/// the end of the run), farewell (-> whether node 0 said bye; this process only), faultkill
+/// each remote actor answered a report; not_ready before), bye (the view's secret and "" or why the
+/// coordinator stopped the run -> true: the coordinator going away is now the end of the run, not
+/// a loss to recover from), farewell (-> nothing before the coordinator's bye, then its one
+/// string; this process only), faultkill
 /// (this node's kill token, SIGKILL or SIGSTOP -> true, then the signal: a test run's fault from
 /// node 0's console, refused unless this node was started with --allow-faults), killnow (the
 /// signal, now; this process only), nodestats (-> this process's peak resident memory in KiB;
@@ -141,8 +143,8 @@ using node_actor = caf::typed_actor<
     caf::replies_to<workers_atom, std::uint64_t>::with<peer_view>,
     caf::replies_to<view_atom, peer_view, std::string>::with<bool>,
     caf::replies_to<ready_atom, peer_view>::with<std::vector<std::int64_t>>,
-    caf::replies_to<bye_atom, std::string>::with<bool>,
-    caf::replies_to<farewell_atom, std::string>::with<bool>,
+    caf::replies_to<bye_atom, std::string, std::string>::with<bool>,
+    caf::replies_to<farewell_atom, std::string>::with<std::vector<std::string>>,
     caf::replies_to<kill_atom, std::string, std::int32_t>::with<bool>,
     caf::replies_to<cut_atom, std::string, std::uint64_t>::with<bool>,
     caf::reacts_to<kill_now_atom, std::string, std::int32_t>,

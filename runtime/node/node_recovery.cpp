@@ -34,28 +34,38 @@ wire::membership_view successor(const wire::membership_view& view, std::uint64_t
 
 }  // namespace
 
+int coordinator_of(const wire::membership_view& view) {
+  for (const auto& m : view.members)
+    if (!m.lost) return m.rank;
+  return -1;
+}
+
 std::vector<int> lost_members(caf::scoped_actor& self, const node_actor& node,
                               const std::string& local_key, const node_mesh& mesh,
-                              const wire::membership_view& view, std::chrono::milliseconds wait) {
+                              const wire::membership_view& view, std::chrono::milliseconds wait,
+                              int me, const std::vector<int>& known_lost) {
   // A request to a process that is gone is not answered (CAF 0.17 drops it): ask the node actor,
-  // which watched every member's node actor, then probe the others.
+  // which watched the node actors that greeted it, then probe the others.
   std::vector<std::int32_t> gone;
   self->request(node, std::chrono::seconds(10), gone_atom_v, local_key)
       .receive([&](std::vector<std::int32_t>& g) { gone = std::move(g); }, [](caf::error&) {});
-  auto is_gone = [&](int p) { return std::find(gone.begin(), gone.end(), p) != gone.end(); };
+  auto in = [](const auto& list, int p) {
+    return std::find(list.begin(), list.end(), p) != list.end();
+  };
   // All asked at once: the wait is paid once, by the slowest.
   using handle = decltype(self->request(mesh.node_of(0), wait, node_stats_atom_v));
   std::vector<std::pair<int, handle>> asked;
-  std::vector<int> lost;
-  for (size_t p = 1; p < view.members.size(); ++p) {
-    if (view.members[p].lost) continue;
-    if (is_gone(static_cast<int>(p)))
-      lost.push_back(static_cast<int>(p));
+  std::vector<int> lost = known_lost;
+  for (size_t i = 0; i < view.members.size(); ++i) {
+    const int p = static_cast<int>(i);
+    if (view.members[i].lost || p == me || in(known_lost, p)) continue;
+    if (in(gone, p))
+      lost.push_back(p);
     else
-      asked.emplace_back(static_cast<int>(p),
-                         self->request(mesh.node_of(p), wait, node_stats_atom_v));
+      asked.emplace_back(p, self->request(mesh.node_of(i), wait, node_stats_atom_v));
   }
-  // Only silence counts: a member that answers with an error is there.
+  // Only silence counts: a member that answers with an error (its figures are for the
+  // coordinator only) is there.
   for (auto& [rank, h] : asked) {
     bool silent = false;
     h.receive([](std::vector<std::int64_t>&) {},
@@ -63,22 +73,50 @@ std::vector<int> lost_members(caf::scoped_actor& self, const node_actor& node,
     if (silent) lost.push_back(rank);
   }
   std::sort(lost.begin(), lost.end());
+  lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
   return lost;
+}
+
+std::string without_majority(const wire::membership_view& view, const std::vector<int>& lost) {
+  std::size_t live = 0, left = 0;
+  for (const auto& m : view.members) {
+    if (m.lost) continue;
+    ++live;
+    if (std::find(lost.begin(), lost.end(), m.rank) == lost.end()) ++left;
+  }
+  if (2 * left > live) return "";
+  return std::to_string(left) + " of view " + std::to_string(view.id) + "'s " +
+         std::to_string(live) + " members are left, not a majority (" +
+         std::to_string(live / 2 + 1) + " needed)";
 }
 
 wire::membership_view adopted_view(const wire::membership_view& view, const std::vector<int>& lost,
                                    std::uint64_t step) {
   wire::membership_view next = successor(view, step);
   const auto n = static_cast<int>(view.members.size());
+  const int old_coordinator = coordinator_of(view);
+  for (int r : lost)
+    next.members[static_cast<size_t>(r)].lost = true;
+  const int coord = coordinator_of(next);
+  if (coord < 0) throw std::runtime_error("adopted_view: every member of the view is lost");
+  auto give = [&](int to, std::int32_t part) {
+    auto& heir = next.members[static_cast<size_t>(to)].partitions;
+    heir.push_back(part);
+    std::sort(heir.begin(), heir.end());
+  };
   for (int r : lost) {
-    auto& gone = next.members[static_cast<size_t>(r)];
-    gone.lost = true;
-    const std::vector<std::int32_t> orphans = std::exchange(gone.partitions, {});
-    // The ranks after the lost one, cyclically, node 0 (the coordinator, busiest) last.
+    const std::vector<std::int32_t> orphans =
+        std::exchange(next.members[static_cast<size_t>(r)].partitions, {});
+    if (r == old_coordinator) {
+      for (std::int32_t part : orphans)
+        give(coord, part);
+      continue;
+    }
+    // The ranks after the lost one, cyclically, the coordinator (the busiest) last.
     std::vector<int> order;
     for (int k = 1; k < n; ++k)
-      if ((r + k) % n != 0) order.push_back((r + k) % n);
-    order.push_back(0);
+      if ((r + k) % n != coord) order.push_back((r + k) % n);
+    order.push_back(coord);
     for (std::int32_t part : orphans) {
       int best = -1;
       for (int cand : order) {
@@ -88,9 +126,7 @@ wire::membership_view adopted_view(const wire::membership_view& view, const std:
             m.partitions.size() < next.members[static_cast<size_t>(best)].partitions.size())
           best = cand;
       }
-      auto& heir = next.members[static_cast<size_t>(best)].partitions;
-      heir.push_back(part);
-      std::sort(heir.begin(), heir.end());
+      give(best, part);
     }
   }
   return next;
@@ -196,9 +232,10 @@ cluster_start replacement_start(caf::actor_system& sys, const node_actor& seed,
 }
 
 void announce_view(caf::scoped_actor& self, const node_mesh& mesh, const wire::context& ctx,
-                   const wire::membership_view& before, const wire::membership_view& next) {
+                   const wire::membership_view& before, const wire::membership_view& next, int me) {
   const std::vector<char> bytes = wire::encode(ctx, next);
-  for (size_t p = 1; p < next.members.size(); ++p) {
+  for (size_t p = 0; p < next.members.size(); ++p) {
+    if (static_cast<int>(p) == me) continue;
     // The member lost at p, if it still runs (counted lost for its silence), learns that it
     // is out and stops; nobody waits for it. A replacement got the view as its join's answer.
     const auto& r = next.replaced;
@@ -207,7 +244,8 @@ void announce_view(caf::scoped_actor& self, const node_mesh& mesh, const wire::c
       continue;
     }
     ask_true(self, mesh.node_of(p), std::chrono::seconds(10),
-             "node 0: node " + std::to_string(p) + " did not take view " + std::to_string(next.id),
+             "node " + std::to_string(me) + ": node " + std::to_string(p) + " did not take view " +
+                 std::to_string(next.id),
              recover_atom_v, bytes, next.secret);
   }
 }

@@ -17,16 +17,30 @@
 
 namespace degnn {
 
-/// Ranks of `view` (never 0) serving partitions whose node actor is known down to node 0's
-/// (`node`; a killed process's connection closed) or did not answer within `wait` (a stopped
-/// process, a cut link).
+/// The coordinator of a view: its lowest live rank (node 0 until it is lost), which also serves
+/// partition 0 (adopted_view keeps it so). Every member derives it from the view alone, so no
+/// election runs: the members that agree on the view agree on the coordinator.
+int coordinator_of(const wire::membership_view& view);
+
+/// Ranks of `view` other than `me` and those in `known_lost` (both counted lost by the caller)
+/// whose node actor is known down to this node's (`node`; a killed process's connection closed)
+/// or that did not answer within `wait` (a stopped process, a cut link). The result includes
+/// `known_lost`, sorted.
 std::vector<int> lost_members(caf::scoped_actor& self, const node_actor& node,
                               const std::string& local_key, const node_mesh& mesh,
-                              const wire::membership_view& view, std::chrono::milliseconds wait);
+                              const wire::membership_view& view, std::chrono::milliseconds wait,
+                              int me, const std::vector<int>& known_lost = {});
+
+/// Keep-majority: "" when the members of `view` left after losing `lost` are a strict majority
+/// of its live members, otherwise why not (a line for the log). Two sides of a split can never
+/// both hold a majority, so at most one goes on; with 2 members no side does.
+std::string without_majority(const wire::membership_view& view, const std::vector<int>& lost);
 
 /// The view after losing `lost`: id + 1, the lost members marked so and their partitions given,
-/// one by one, to the survivor serving fewest (ties: the first rank after the lost one, node 0
-/// last, so losses spread over neighbours), resuming at global step `step`.
+/// one by one, to the survivor serving fewest (ties: the first rank after the lost one, the
+/// coordinator last, so losses spread over neighbours), resuming at global step `step`. A lost
+/// coordinator's partitions (partition 0 among them) all go to its successor, the lowest live
+/// rank, which coordinates the new view.
 wire::membership_view adopted_view(const wire::membership_view& view, const std::vector<int>& lost,
                                    std::uint64_t step);
 
@@ -73,10 +87,11 @@ cluster_start replacement_start(caf::actor_system& sys, const node_actor& seed,
                                 const replica_config& rc, std::uint64_t run_id, int parts,
                                 std::uint64_t step);
 
-/// Gives `next` (after `before`) to every survivor other than node 0 and the replacements;
-/// throws naming one that refused it or did not answer. A member `next` counts lost or replaced
-/// is told too, without waiting: if it still runs, it stops.
+/// Gives `next` (after `before`) to every survivor other than `me` (its coordinator) and the
+/// replacements; throws naming one that refused it or did not answer. A member `next` counts
+/// lost or replaced is told too, without waiting: if it still runs, it stops.
 void announce_view(caf::scoped_actor& self, const node_mesh& mesh, const wire::context& ctx,
-                   const wire::membership_view& before, const wire::membership_view& next);
+                   const wire::membership_view& before, const wire::membership_view& next,
+                   int me);
 
 }  // namespace degnn

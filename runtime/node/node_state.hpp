@@ -37,7 +37,10 @@ struct node_state {
   std::vector<caf::typed_response_promise<std::vector<char>>> formed_waiters;
   // -- serving --
   std::optional<node_role> role;
-  std::vector<caf::node_id> node0;                ///< node 0's CAF node, from the view
+  /// The coordinator's CAF node: the one serving partition 0 in the view (node 0 until it is
+  /// lost; see coordinator_of). Named node0 for the rank it starts at.
+  std::vector<caf::node_id> node0;
+  std::vector<caf::node_id> part_nodes;           ///< each partition's CAF node, from the view
   std::map<std::int32_t, node_greeting> greeted;  ///< peers whose connection to this node is set up
   std::map<std::int32_t, std::string> refused;    ///< peers whose settings differ, and how
   std::set<std::int32_t> gone;          ///< greeted peers whose node actor went down since
@@ -57,7 +60,8 @@ struct node_state {
   std::map<std::int32_t, std::chrono::steady_clock::time_point> last_heard;
   std::set<std::int32_t> silent;
   std::chrono::steady_clock::time_point last_poll{};
-  bool farewell = false;  ///< node 0 said bye: its going away is the end of the run
+  bool farewell = false;  ///< the coordinator said bye: its going away is the end of the run
+  std::string farewell_failure;  ///< with its bye: "" or why it stopped the run
   /// A newer view node 0 announced after losing a member, until this node's runtime takes it.
   std::vector<char> recovery;
   /// The seed, after a member was lost: node 0's runtime waits for a replacement to join.

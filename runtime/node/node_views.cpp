@@ -1,5 +1,7 @@
-// Views after a loss as the node actor takes them: node 0's announcement on every member, and on
+// Views after a loss as the node actor takes them: the coordinator's announcement on every member
+// (node 0's, or its successor's after node 0 was lost), and on
 // the seed the replacements it waits for and places.
+#include "runtime/node/node_recovery.hpp"
 #include "runtime/node/node_state.hpp"
 #include "serialization/wire_membership.hpp"
 
@@ -16,20 +18,41 @@ void forget_replaced(node_state& st, const wire::membership_view& view) {
   }
 }
 
+// Whether the sender coordinates `view`: the coordinator of the current view, or, when `view`
+// counts that one lost, the member it names coordinator (its lowest live rank, the successor),
+// found by a partition the successor serves now.
+bool from_coordinator_of(node_pointer self, const wire::membership_view& view,
+                         const std::string& secret) {
+  if (from_node0(self, secret)) return true;
+  const auto& st = self->state;
+  const auto sender = self->current_sender();
+  if (!sender || !st.role || secret != st.role->view_secret) return false;
+  const int coord = coordinator_of(view);
+  if (coord < 0) return false;
+  for (std::int32_t part : view.members[static_cast<size_t>(coord)].partitions) {
+    const auto p = static_cast<size_t>(part);
+    if (part != 0 && p < st.part_nodes.size() && st.part_nodes[p] == sender->node()) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
-// A newer view node 0 announced after losing a member, kept for this node's runtime.
+// A newer view the coordinator (or its successor) announced after losing a member, kept for this
+// node's runtime.
 caf::result<bool> take_new_view(node_pointer self, const std::vector<char>& bytes,
                                 const std::string& secret) {
   auto& st = self->state;
-  if (!from_node0(self, secret))
-    return actor_error(actor_errc::rejected, "a new view is taken from node 0 only");
+  if (!st.role || secret != st.role->view_secret)
+    return actor_error(actor_errc::rejected, "a new view is taken from the coordinator only");
   wire::membership_view view;
   try {
     view = wire::decode_membership_view(st.ctx, bytes);
   } catch (const wire::wire_error& e) {
     return actor_error(actor_errc::rejected, std::string("a malformed view: ") + e.what());
   }
+  if (!from_coordinator_of(self, view, secret))
+    return actor_error(actor_errc::rejected, "a new view is taken from the coordinator only");
   if (view.members.size() != static_cast<size_t>(st.role->nodes))
     return actor_error(actor_errc::rejected, "a view of another cluster size");
   if (view.id <= st.role->view_id || view.secret != st.role->view_secret)
@@ -38,7 +61,9 @@ caf::result<bool> take_new_view(node_pointer self, const std::vector<char>& byte
                                                  std::to_string(st.role->view_id));
   st.recovery = bytes;
   forget_replaced(st, view);
-  if (st.log) st.log("view " + std::to_string(view.id) + " announced by node 0");
+  if (st.log)
+    st.log("view " + std::to_string(view.id) + " announced by node " +
+           std::to_string(coordinator_of(view)));
   return true;
 }
 

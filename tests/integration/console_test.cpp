@@ -44,23 +44,35 @@ class Console : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new temp_dir("console");
     write_two_metis_parts(fs::path(DEGNN_SOURCE_DIR) / "data/pubmed", dir_->path / "parts");
+    const dataset pubmed = load_dataset(fs::path(DEGNN_SOURCE_DIR) / "data/pubmed");
+    write_partitions(pubmed,
+                     partition_graph(pubmed.graph, pubmed.train, 3, partition_method::metis, 1),
+                     dir_->path / "parts3", "metis", 1, 3);
     make_cluster_certificates(dir_->path / "certs", 2, 1, 2);
   }
   static void TearDownTestSuite() { delete dir_; }
 
-  // A 2-node cluster that trains until the test ends; returns node 0's address.
+  // A 2-node cluster that trains until the test ends (3 nodes on 3 partitions when `third` has
+  // node 2's options); returns node 0's address.
   std::string start_cluster(const std::string& name, const std::vector<std::string>& tls0,
-                            const std::vector<std::string>& tls1) {
+                            const std::vector<std::string>& tls1,
+                            const std::vector<std::string>& third = {}) {
+    const fs::path parts = dir_->path / (third.empty() ? "parts" : "parts3");
     const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
     auto a0 = std::vector<std::string>{"--is-seed", "--listen",     seed, "--epochs",
                                        "100000",    "--eval-every", "5"};
     a0.insert(a0.end(), tls0.begin(), tls0.end());
-    auto a1 = std::vector<std::string>{"--join", seed, "--epochs", "100000", "--eval-every", "5"};
+    auto a1 = std::vector<std::string>{"--join",       seed, "--epochs",    "100000",
+                                       "--eval-every", "5",  "--rank-hint", "1"};
     a1.insert(a1.end(), tls1.begin(), tls1.end());
-    nodes_.push_back(
-        std::make_unique<child_process>(small_node_run(dir_->path / "parts", a0), log(name + "0")));
-    nodes_.push_back(
-        std::make_unique<child_process>(small_node_run(dir_->path / "parts", a1), log(name + "1")));
+    nodes_.push_back(std::make_unique<child_process>(small_node_run(parts, a0), log(name + "0")));
+    nodes_.push_back(std::make_unique<child_process>(small_node_run(parts, a1), log(name + "1")));
+    if (!third.empty()) {
+      auto a2 = std::vector<std::string>{"--join",       seed, "--epochs",    "100000",
+                                         "--eval-every", "5",  "--rank-hint", "2"};
+      a2.insert(a2.end(), third.begin(), third.end());
+      nodes_.push_back(std::make_unique<child_process>(small_node_run(parts, a2), log(name + "2")));
+    }
     EXPECT_TRUE(wait_for(log(name + "0"), "epoch   6", 90s)) << read_file(log(name + "0"));
     return seed;
   }
@@ -564,15 +576,16 @@ TEST_F(Console, CutHoldsTheStepsAcrossItAndHealLetsThemGoOn) {
   EXPECT_EQ(nodes_[1]->wait(10ms), -1) << out1;
 }
 
-// With --recover adopt, a node killed from the console is recovered inside the run: node 0 takes
+// With --recover adopt, a node killed from the console is recovered inside the run: node 2 takes
 // its partition in view 2, `view` and `nodes` show the killed node lost, and the steps go on.
+// Three nodes: two keep a majority after the loss (a 2-node cluster stops instead).
 TEST_F(Console, ANodeKilledFromTheConsoleIsRecoveredAndTheConsoleShowsTheNewView) {
   const fs::path ck = dir_->path / "recover-ck";
   auto args = [&](int k) {
     return std::vector<std::string>{"--allow-faults", "--recover", "adopt", "--checkpoint-dir",
                                     (ck / std::to_string(k)).string()};
   };
-  const std::string node0 = start_cluster("recover", args(0), args(1));
+  const std::string node0 = start_cluster("recover", args(0), args(1), args(2));
   const auto [krc, kill] = console({node0, "-c", "kill 1"});
   ASSERT_EQ(krc, 0) << kill;
   EXPECT_EQ(nodes_[1]->wait(30s), 137) << read_file(log("recover1"));
@@ -587,7 +600,8 @@ TEST_F(Console, ANodeKilledFromTheConsoleIsRecoveredAndTheConsoleShowsTheNewView
   EXPECT_EQ(view["id"], 2);
   EXPECT_EQ(view["members"][1]["state"], "lost") << view.dump();
   EXPECT_EQ(view["members"][0]["state"], "serving") << view.dump();
-  EXPECT_EQ(view["members"][0]["partitions"], nlohmann::json({0, 1})) << view.dump();
+  EXPECT_EQ(view["members"][0]["partitions"], nlohmann::json({0})) << view.dump();
+  EXPECT_EQ(view["members"][2]["partitions"], nlohmann::json({1, 2})) << view.dump();
   EXPECT_EQ(view["coordinator"], 0) << view.dump();
   EXPECT_EQ(view["members"][0]["role"], "coordinator") << view.dump();
   EXPECT_EQ(view["members"][1]["role"], "worker") << view.dump();

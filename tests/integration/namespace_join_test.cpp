@@ -8,51 +8,11 @@
 #include <cstdlib>
 
 #include "tests/integration/node_processes.hpp"
+#include "tests/integration/test_namespaces.hpp"
 
 using namespace degnn;
 using namespace degnn::test;
 using namespace std::chrono_literals;
-
-namespace {
-
-bool run(const std::string& cmd) {
-  return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
-}
-
-// Namespaces NAME-sw (a bridge) and NAME-0..3 (node K at 198.18.0.K+1), removed on destruction.
-struct namespaces {
-  std::string name;
-  int nodes;
-  bool ok = true;
-  namespaces(std::string n, int k) : name(std::move(n)), nodes(k) {
-    const std::string sw = name + "-sw";
-    ok = run("ip netns add " + sw) && run("ip -n " + sw + " link add br0 type bridge") &&
-         run("ip -n " + sw + " link set br0 up");
-    for (int i = 0; ok && i < nodes; ++i) {
-      const std::string ns = ns_of(i), a = "v" + std::to_string(i) + "a",
-                        b = "v" + std::to_string(i) + "b";
-      // 1 Gbit/s both ways, burst 4 ms at the rate.
-      const std::string tbf = " root tbf rate 1gbit burst 500000 latency 20ms";
-      ok = run("ip netns add " + ns) &&
-           run("ip -n " + sw + " link add " + a + " type veth peer name " + b + " netns " + ns) &&
-           run("ip -n " + sw + " link set " + a + " master br0 up") &&
-           run("ip -n " + ns + " link set lo up") &&
-           run("ip -n " + ns + " addr add " + address(i) + "/24 dev " + b) &&
-           run("ip -n " + ns + " link set " + b + " up") &&
-           run("ip netns exec " + ns + " tc qdisc replace dev " + b + tbf) &&
-           run("ip netns exec " + sw + " tc qdisc replace dev " + a + tbf);
-    }
-  }
-  ~namespaces() {
-    for (int i = 0; i < nodes; ++i)
-      run("ip netns pids " + ns_of(i) + " | xargs -r kill -9; ip netns del " + ns_of(i));
-    run("ip netns del " + name + "-sw");
-  }
-  std::string ns_of(int i) const { return name + "-" + std::to_string(i); }
-  static std::string address(int i) { return "198.18.0." + std::to_string(i + 1); }
-};
-
-}  // namespace
 
 TEST(NamespaceCluster, FourNodesJoinBySeedAddressAndFetchTheirPartitions) {
   if (::geteuid() != 0 || !run("command -v ip && command -v tc"))

@@ -142,11 +142,18 @@ TEST(WireMembership, ARecoveryViewRoundTripsAndItsLostAndReplacedRanksAreChecked
   still_serving.members[2].partitions = {2};
   still_serving.members[1].partitions = {1};
   EXPECT_NE(refused(still_serving).find("is lost but still serves"), std::string::npos);
+  // Node 0 lost: its successor, the lowest live rank, coordinates and serves partition 0.
   membership_view lost_coordinator = three_members();
   lost_coordinator.members[0].lost = true;
   lost_coordinator.members[0].partitions.clear();
   lost_coordinator.members[1].partitions = {0, 1, 3};
-  EXPECT_NE(refused(lost_coordinator).find("is the coordinator"), std::string::npos);
+  EXPECT_TRUE(decode_membership_view(ctx, encode(ctx, lost_coordinator)).members[0].lost);
+  membership_view misplaced = lost_coordinator;
+  misplaced.members[1].partitions = {1, 3};
+  misplaced.members[2].partitions = {0, 2};
+  EXPECT_NE(refused(misplaced).find("the coordinator (rank 1, the lowest live one) does not serve "
+                                    "partition 0"),
+            std::string::npos);
   for (std::int32_t bad_rank : {0, 3, -1}) {
     membership_view odd = three_members();
     odd.replaced = {bad_rank};

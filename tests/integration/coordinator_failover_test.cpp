@@ -1,0 +1,258 @@
+// No single point of failure (issue 29): 4-node Cora clusters with --recover adopt lose node 0
+// (killed at a named step, or paused past the heartbeat's time-out) or two members shortly one
+// after the other. The members that keep a majority go on under the lowest live rank and finish
+// the run; a side without a majority stops itself with one line, so exactly one side reports the
+// run's end. Every process is killed and reaped whatever the outcome.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <memory>
+#include <regex>
+#include <sstream>
+
+#include "model/commit_record.hpp"
+#include "model/dataset.hpp"
+#include "model/partition_store.hpp"
+#include "model/partitioner.hpp"
+#include "runtime/train/cluster_trainer.hpp"
+#include "tests/integration/node_processes.hpp"
+
+using namespace degnn;
+using namespace degnn::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int kNodes = 4;
+
+std::vector<double> step_losses(const std::string& log) {
+  std::vector<double> out;
+  std::stringstream ls(summary_array(log, "step_losses"));
+  for (std::string item; std::getline(ls, item, ',');)
+    out.push_back(std::stod(item));
+  return out;
+}
+
+std::uint64_t rollback_step(const std::string& log) {
+  std::smatch m;
+  if (!std::regex_search(log, m, std::regex(R"(rolls back to step (\d+))"))) return ~0ull;
+  return std::stoull(m[1].str());
+}
+
+}  // namespace
+
+class CoordinatorFailover : public ::testing::Test {
+ protected:
+  CoordinatorFailover()
+      : dir_("failover"), data_(fs::path(DEGNN_SOURCE_DIR) / "data/cora"), d_(load_dataset(data_)) {
+    const auto owner = partition_graph(d_.graph, d_.train, kNodes, partition_method::metis, 1);
+    write_partitions(d_, owner, dir_.path / "parts", "metis", 1, kNodes);
+    std::vector<std::size_t> train_per_part(kNodes);
+    for (node_id v : d_.train)
+      ++train_per_part[static_cast<size_t>(owner[static_cast<size_t>(v)])];
+    steps_per_epoch_ = batches_per_epoch(train_per_part, 8);
+  }
+  // DEGNN_KEEP_LOGS=DIR keeps each test's node logs in DIR/TEST (to read a run that passed).
+  void TearDown() override {
+    const char* keep = std::getenv("DEGNN_KEEP_LOGS");
+    if (!keep) return;
+    const fs::path to =
+        fs::path(keep) / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::create_directories(to);
+    for (size_t k = 0; k < nodes_.size(); ++k)
+      fs::copy_file(log(static_cast<int>(k)), to / log(static_cast<int>(k)).filename(),
+                    fs::copy_options::overwrite_existing);
+  }
+  fs::path log(int k) const { return dir_.path / ("node" + std::to_string(k) + ".log"); }
+  std::string out(int k) const { return read_file(log(k)); }
+  std::string folder(int k) const { return (dir_.path / ("ck-" + std::to_string(k))).string(); }
+
+  // Nodes 0 (the seed) to 3 with --recover adopt and a checkpoint at every epoch end; `all` goes
+  // to every node, extra[k] to node k.
+  void start(int epochs, const std::vector<std::string>& all,
+             std::map<int, std::vector<std::string>> extra = {}, int nodes = kNodes) {
+    const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
+    for (int k = 0; k < nodes; ++k) {
+      std::vector<std::string> a = {"--lr",
+                                    "0.01",
+                                    "--dropout",
+                                    "0.5",
+                                    "--weight-decay",
+                                    "0",
+                                    "--batch-size",
+                                    "8",
+                                    "--epochs",
+                                    std::to_string(epochs),
+                                    "--checkpoint-dir",
+                                    folder(k),
+                                    "--checkpoint-every",
+                                    "0",
+                                    "--join-timeout",
+                                    "60",
+                                    "--recover",
+                                    "adopt"};
+      if (k == 0) {
+        a.insert(a.end(), {"--is-seed", "--listen", seed, "--nodes", std::to_string(nodes)});
+      } else {
+        a.insert(a.end(), {"--join", seed, "--rank-hint", std::to_string(k)});
+      }
+      a.insert(a.end(), all.begin(), all.end());
+      a.insert(a.end(), extra[k].begin(), extra[k].end());
+      nodes_.push_back(
+          std::make_unique<child_process>(small_node_run(dir_.path / "parts", a), log(k)));
+    }
+  }
+
+  // The in-process cluster's losses from `back_to` (an epoch end) to the end of `epochs`:
+  // trained from scratch to `back_to` with its own checkpoint there, then resumed from it.
+  std::vector<double> reference_from(std::uint64_t back_to, int epochs) {
+    const fs::path ref = dir_.path / "reference";
+    train_settings s = small_run_reference(data_, dir_.path / "parts",
+                                           static_cast<int>(back_to / steps_per_epoch_));
+    s.checkpoint_dir = ref.string();
+    std::vector<double> before, expected;
+    training_report quiet("reference", "", false);
+    if (back_to > 0) {
+      train_cluster(s, d_, quiet, [&](std::uint64_t, double loss) { before.push_back(loss); });
+      EXPECT_EQ(before.size(), back_to);
+      s.resume = ref.string();
+    }
+    s.epochs = epochs;
+    s.checkpoint_dir.clear();
+    train_cluster(s, d_, quiet, [&](std::uint64_t, double loss) { expected.push_back(loss); });
+    return expected;
+  }
+
+  // `k`'s losses equal the reference's from the step it rolled back to (1e-6 relative).
+  void expect_reference_losses(int k, int epochs) {
+    const std::string o = out(k);
+    const std::uint64_t back_to = rollback_step(o);
+    ASSERT_NE(back_to, ~0ull) << o;
+    ASSERT_EQ(back_to % steps_per_epoch_, 0u) << o;
+    const std::vector<double> remote = step_losses(o);
+    const std::vector<double> expected = reference_from(back_to, epochs);
+    ASSERT_EQ(remote.size(), expected.size()) << o;
+    for (size_t i = 0; i < remote.size(); ++i)
+      EXPECT_NEAR(remote[i], expected[i], 1e-6 * std::max(1.0, std::abs(expected[i])))
+          << "step " << back_to + i;
+  }
+
+  // How many logs report the run's end (its summary line).
+  int completions() const {
+    int n = 0;
+    for (int k = 0; k < static_cast<int>(nodes_.size()); ++k)
+      n += contains(out(k), "\"recoveries\":") ? 1 : 0;
+    return n;
+  }
+
+  temp_dir dir_;
+  fs::path data_;
+  dataset d_;
+  std::uint64_t steps_per_epoch_ = 0;
+  std::vector<std::unique_ptr<child_process>> nodes_;
+};
+
+// kill -9 of node 0 three steps into the last epoch: node 1 (the lowest live rank) adopts its
+// partition, rolls every member back to the last commit and finishes the run; its losses from
+// there equal those of the in-process cluster resumed from that commit.
+TEST_F(CoordinatorFailover, AKilledNode0IsSucceededByNode1AndTheRunEnds) {
+  const int epochs = 5;
+  const std::uint64_t crash_after = 4 * steps_per_epoch_ + 2;
+  start(epochs, {}, {{0, {"--crash-after-step", std::to_string(crash_after)}}});
+  EXPECT_EQ(nodes_[0]->wait(120s), 137) << out(0);
+  for (int k = 1; k < kNodes; ++k)
+    ASSERT_EQ(nodes_[k]->wait(60s), 0) << out(k) << out(1);
+  const std::string o1 = out(1);
+  EXPECT_TRUE(contains(o1, "lost the coordinator (node 0) without its bye")) << o1;
+  EXPECT_TRUE(contains(o1, "this node coordinates from now on")) << o1;
+  EXPECT_TRUE(contains(o1, "partition 0 (node 0) to node 1")) << o1;
+  EXPECT_EQ(summary_field(o1, R"("recoveries":(\d+))"), "1") << o1;
+  EXPECT_EQ(summary_field(o1, R"("replicas_identical":(\w+))"), "true") << o1;
+  for (int k = 2; k < kNodes; ++k) {
+    EXPECT_TRUE(contains(out(k), "view 2 announced by node 1")) << out(k);
+    EXPECT_TRUE(contains(out(k), "stopped by the coordinator")) << out(k);
+  }
+  // Back to the last epoch end every node committed: the one before the crash, or on a loaded
+  // machine the one before it.
+  const std::uint64_t back_to = rollback_step(o1);
+  EXPECT_TRUE(back_to == 4 * steps_per_epoch_ || back_to == 3 * steps_per_epoch_) << o1;
+  expect_reference_losses(1, epochs);
+  EXPECT_EQ(completions(), 1);
+  // The run's end is committed for partition 0 where it is served now.
+  const auto end = static_cast<std::uint64_t>(epochs) * steps_per_epoch_;
+  EXPECT_EQ(read_commit_record(replica_checkpoint_dir(folder(1), 0))->next_step, end);
+}
+
+// SIGSTOP of node 0 past the time-out (2 s here), SIGCONT once node 1 took over: the three go on
+// and finish; node 0 wakes to find no majority and stops with one line. One side reports the end.
+TEST_F(CoordinatorFailover, APausedNode0IsSucceededAndStopsOnWaking) {
+  const int epochs = 40;
+  start(epochs, {"--heartbeat-ms", "100", "--heartbeat-misses", "20"});
+  ASSERT_TRUE(wait_for(log(0), "epoch   4", 120s)) << out(0);
+  nodes_[0]->signal(SIGSTOP);
+  const auto t = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_for(log(1), "this node coordinates from now on", 30s)) << out(1);
+  std::printf("SIGSTOP of node 0: node 1 coordinates after %.2f s\n", seconds_since(t));
+  nodes_[0]->signal(SIGCONT);
+  const int rc0 = nodes_[0]->wait(60s);
+  EXPECT_EQ(rc0, 1) << out(0);
+  EXPECT_TRUE(contains(out(0), "not a majority")) << out(0);
+  for (int k = 1; k < kNodes; ++k)
+    EXPECT_EQ(nodes_[k]->wait(60s), 0) << out(k);
+  EXPECT_EQ(completions(), 1) << out(0) << out(1);
+  EXPECT_EQ(summary_field(out(1), R"("recoveries":(\d+))"), "1") << out(1);
+}
+
+// Worker 1 crashes at a named step and worker 3 is killed 50-100 ms later: node 0 makes a view
+// for each loss (3 of 4, then 2 of 3 members: a majority each time) and the run ends.
+TEST_F(CoordinatorFailover, TwoWorkersLostMomentsApartGetAViewEachAndTheRunEnds) {
+  const int epochs = 5;
+  const std::uint64_t crash_after = 4 * steps_per_epoch_ + 2;
+  start(epochs, {}, {{1, {"--crash-after-step", std::to_string(crash_after)}}});
+  EXPECT_EQ(nodes_[1]->wait(120s), 137) << out(1);
+  std::this_thread::sleep_for(50ms);
+  nodes_[3]->signal(SIGKILL);
+  EXPECT_EQ(nodes_[3]->wait(10s), 137);
+  EXPECT_EQ(nodes_[0]->wait(60s), 0) << out(0);
+  EXPECT_EQ(nodes_[2]->wait(30s), 0) << out(2);
+  const std::string o0 = out(0);
+  // Found one after the other: both at once would leave 2 of 4, no majority.
+  EXPECT_TRUE(contains(o0, "lost node 1 at step")) << o0;
+  EXPECT_TRUE(std::regex_search(o0, std::regex("lost node 3( at step| too)"))) << o0;
+  EXPECT_EQ(summary_field(o0, R"("replicas_identical":(\w+))"), "true") << o0;
+  // Node 2 serves every partition but node 0's now.
+  EXPECT_EQ(completions(), 1);
+}
+
+// Node 0 crashes at a named step and worker 3 is killed 50-100 ms later: node 1 takes over and a
+// further view drops node 3; nodes 1 and 2 finish the run.
+TEST_F(CoordinatorFailover, Node0AndAWorkerLostMomentsApartAndTheRunEnds) {
+  const int epochs = 5;
+  const std::uint64_t crash_after = 4 * steps_per_epoch_ + 2;
+  start(epochs, {}, {{0, {"--crash-after-step", std::to_string(crash_after)}}});
+  EXPECT_EQ(nodes_[0]->wait(120s), 137) << out(0);
+  std::this_thread::sleep_for(50ms);
+  nodes_[3]->signal(SIGKILL);
+  EXPECT_EQ(nodes_[3]->wait(10s), 137);
+  EXPECT_EQ(nodes_[1]->wait(60s), 0) << out(1) << out(2);
+  EXPECT_EQ(nodes_[2]->wait(30s), 0) << out(2);
+  EXPECT_TRUE(contains(out(1), "this node coordinates from now on")) << out(1);
+  EXPECT_EQ(summary_field(out(1), R"("replicas_identical":(\w+))"), "true") << out(1);
+  EXPECT_EQ(completions(), 1);
+}
+
+// Two nodes (two partitions each): after node 1's loss node 0 is 1 of 2, no majority, so it
+// stops with one line instead of going on alone (which a split could not tell from a loss), and
+// keeps its commit for --resume.
+TEST_F(CoordinatorFailover, ATwoNodeClusterStopsCleanlyAfterALoss) {
+  const int epochs = 5;
+  const std::uint64_t crash_after = 4 * steps_per_epoch_ + 2;
+  start(epochs, {}, {{1, {"--crash-after-step", std::to_string(crash_after)}}}, 2);
+  EXPECT_EQ(nodes_[1]->wait(120s), 137) << out(1);
+  EXPECT_EQ(nodes_[0]->wait(60s), 1) << out(0);
+  EXPECT_TRUE(contains(out(0), "1 of view 1's 2 members are left, not a majority (2 needed)"))
+      << out(0);
+  EXPECT_EQ(completions(), 0);
+  EXPECT_GE(load_committed_checkpoint(folder(0)).record.next_step, 3 * steps_per_epoch_);
+}
