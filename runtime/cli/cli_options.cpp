@@ -232,7 +232,7 @@ void option_set::print_markdown() const {
   for (const auto& s : specs_) {
     const std::string value = s.is_flag ? "" : " V";
     std::printf("| `--%s%s` | %s | %s |\n", s.name.c_str(), value.c_str(),
-                s.is_flag ? (s.default_value == "true" ? "on" : "off")
+                s.is_flag                 ? (s.default_value == "true" ? "on" : "off")
                 : s.default_value.empty() ? "-"
                                           : cell(s.default_value).c_str(),
                 cell(s.help).c_str());

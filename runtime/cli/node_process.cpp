@@ -6,7 +6,10 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 
+#include "model/commit_record.hpp"
+#include "model/data_error.hpp"
 #include "runtime/cli/node_process_phases.hpp"
 
 namespace degnn {
@@ -58,6 +61,7 @@ int node_process::run() {
   load();
   start_node_actor();
   publish();
+  if (!resume_failure_.empty()) refuse_joiners_and_stop();
   form_membership();
   take_partitions();
   connect_mesh();
@@ -104,8 +108,15 @@ void node_process::load() {
   if (settings_.crash_after_step) ws_.on_step = crash_after_step(*settings_.crash_after_step);
   // Resuming: each node reads its own copy of the run's last commit; a joiner learns the step
   // from its seed's view (every node holds the file of any commit).
-  if (mode_.kind != launch_mode::joiner)
-    start_ = load_cluster_start(s_, rc_, ws_.run_id, meta_.num_parts);
+  // A seed whose copy cannot be read still publishes, to tell every joiner why at once.
+  if (mode_.kind != launch_mode::joiner) {
+    try {
+      start_ = load_cluster_start(s_, rc_, ws_.run_id, meta_.num_parts);
+    } catch (const data_error& e) {
+      if (mode_.kind != launch_mode::seed) throw;
+      resume_failure_ = e.what();
+    }
+  }
   ws_.start = start_.state;
   add_resume_identity(identity_, s_, mode_.kind == launch_mode::static_peers, start_);
   kill_token_ = settings_.allow_faults ? random_hex(16) : "";
@@ -143,8 +154,8 @@ void node_process::start_node_actor() {
                    {mode_.advertise, mode_.listen.port, 0,
                     mode_.name.empty() ? mode_.advertise + ":" + std::to_string(mode_.listen.port)
                                        : mode_.name}),
-        settings_.last_call, mode_.tls, s_.partitions, files_, start_.next_step,
-        s_.checkpoint_dir});
+        settings_.last_call, mode_.tls, s_.partitions, files_, start_.next_step, s_.checkpoint_dir,
+        resume_failure_.empty() ? "" : "the seed cannot resume the run: " + resume_failure_});
   }
   // The node actor logs under the name it starts with (it may outlive this object's members).
   local_key_ = random_hex(16);
@@ -163,6 +174,7 @@ void node_process::start_node_actor() {
           : std::nullopt,
       kill_token_, settings_.allow_faults ? ws_.fault_counts : nullptr);
   self_.emplace(sys_);
+  offer_resume_checkpoint();
   // Whatever ends the process from here, the local actors stop first.
   stop_local_.stop = [this] {
     for (const auto& w : local_)
@@ -196,6 +208,33 @@ std::string node_process::serve(const membership& members) {
       ->request(node_, std::chrono::seconds(10), serve_atom_v, role, local_key_)
       .receive([](bool) {}, [&](caf::error& e) { throw std::runtime_error(sys_.render(e)); });
   return served;
+}
+
+// The seed, resuming: its copy of the commit it resumes from, offered to the members it accepts
+// (a joiner whose own copy is damaged restores it from this one).
+void node_process::offer_resume_checkpoint() {
+  if (mode_.kind != launch_mode::seed || start_.next_step == 0 || s_.checkpoint_dir.empty()) return;
+  try {
+    const committed_checkpoint c = load_checkpoint_of_step(s_.checkpoint_dir, start_.next_step);
+    const std::string file =
+        std::filesystem::relative(c.folder / c.record.file, s_.checkpoint_dir).string();
+    (*self_)
+        ->request(node_, std::chrono::seconds(10), offer_atom_v, file, local_key_)
+        .receive([](bool) {},
+                 [&](caf::error& e) { say("offering " + file + ": " + sys_.render(e)); });
+  } catch (const std::exception& e) {
+    say("the resumed checkpoint is not under --checkpoint-dir, so it is not offered (" +
+        std::string(e.what()) + ")");
+  }
+}
+
+// The seed cannot start the run: it stays up 3 s so that the joiners started with it
+// learn why from their join's refusal instead of waiting for --join-timeout, then stops.
+void node_process::refuse_joiners_and_stop() {
+  say("cannot resume: " + resume_failure_ + "; refusing joiners for 3 s, then stopping");
+  std::this_thread::sleep_for(
+      std::min<std::chrono::seconds>(std::chrono::seconds(3), settings_.join_timeout));
+  throw data_error(resume_failure_);
 }
 
 void node_process::publish() {
@@ -277,7 +316,18 @@ void node_process::take_partitions() {
                                ws_.run_id, meta_.num_parts, members_.view.resume_step);
     ws_.start = start_.state;
   } else if (mode_.kind == launch_mode::joiner && !s_.resume.empty()) {
-    start_ = load_cluster_start_at(s_, rc_, ws_.run_id, meta_.num_parts, members_.view.resume_step);
+    const std::uint64_t step = members_.view.resume_step;
+    try {
+      start_ = load_cluster_start_at(s_, rc_, ws_.run_id, meta_.num_parts, step);
+    } catch (const data_error& e) {
+      // Every member holds the same file: the seed's copy replaces a damaged or missing one.
+      say(std::string(e.what()) + "; restoring it from the seed's copy");
+      const std::string name = restore_checkpoint_from_seed(
+          sys_, seed_node_, mode_.seed_address.str(), s_.resume,
+          members_.view.members[static_cast<size_t>(id_)].partitions, step);
+      say("restored " + name + " from the seed at " + mode_.seed_address.str());
+      start_ = load_cluster_start_at(s_, rc_, ws_.run_id, meta_.num_parts, step);
+    }
     ws_.start = start_.state;
   }
   if (mode_.kind != launch_mode::static_peers) served_ = serve(members_);

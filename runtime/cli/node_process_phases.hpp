@@ -97,6 +97,8 @@ class node_process {
   void fetch_missing(const wire::membership_view& v);
   void move_to(const wire::membership_view& next);
   void wire_coordinator();
+  void offer_resume_checkpoint();
+  [[noreturn]] void refuse_joiners_and_stop();
 
   node_process_settings settings_;
   train_settings& s_ = settings_.train;
@@ -118,6 +120,7 @@ class node_process {
   worker_settings ws_;
   std::optional<fault_summary_at_exit> report_faults_;
   cluster_start start_;
+  std::string resume_failure_;  ///< the seed's: why its checkpoint cannot be resumed
   std::string kill_token_;
   recovery_settings recovery_;
   bool recovers_ = false;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "model/data_error.hpp"
 #include "runtime/cli/node_process_phases.hpp"
 
 namespace degnn::node_process_detail {
@@ -15,11 +16,30 @@ void node_process::move_to(const wire::membership_view& next) {
   for (const auto& w : local_)
     stop_worker(*self_, w);
   local_.clear();
+  std::vector<std::int32_t> folders = members_.view.members[static_cast<size_t>(id_)].partitions;
   members_.view = next;
-  start_ = next.resume_step == first_start_.next_step
-               ? first_start_
-               : load_cluster_start_in(s_.checkpoint_dir, rc_, ws_.run_id, meta_.num_parts,
-                                       next.resume_step);
+  const auto& mine = next.members[static_cast<size_t>(id_)].partitions;
+  folders.insert(folders.end(), mine.begin(), mine.end());
+  auto load = [&] {
+    return load_cluster_start_in(s_.checkpoint_dir, rc_, ws_.run_id, meta_.num_parts,
+                                 next.resume_step);
+  };
+  if (next.resume_step == first_start_.next_step) {
+    start_ = first_start_;
+  } else {
+    try {
+      start_ = load();
+    } catch (const data_error& e) {
+      // Node 0 offers its copy of the commit it rolls back to; a successor offers none.
+      if (!seed_files_ || coordinator_of(next) != 0) throw;
+      say(std::string(e.what()) + "; restoring it from the seed's copy");
+      say("restored " +
+          restore_checkpoint_from_seed(sys_, seed_node_, mode_.seed_address.str(),
+                                       s_.checkpoint_dir, folders, next.resume_step) +
+          " from the seed at " + mode_.seed_address.str());
+      start_ = load();
+    }
+  }
   ws_.start = start_.state;
   fetch_missing(next);
   served_ = serve(members_);

@@ -58,6 +58,8 @@ void on_down(node_pointer self, const caf::down_msg& d) {
   auto& st = self->state;
   for (const auto& [rank, g] : st.greeted)
     if (g.node && g.node->address() == d.source) st.gone.insert(rank);
+  for (const auto& [rank, addr] : st.watched)
+    if (addr == d.source) st.gone.insert(rank);
   if (!st.seed || st.seed->joins.closed()) return;
   for (auto it = st.joins.begin(); it != st.joins.end(); ++it) {
     if (it->second.asker != d.source) continue;
@@ -185,6 +187,16 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
           return actor_error(actor_errc::rejected, "asked outside this node's process");
         const auto& gone = self->state.gone;
         return std::vector<std::int32_t>(gone.begin(), gone.end());
+      },
+      [self](watch_atom, std::int32_t rank, caf::strong_actor_ptr& node,
+             const std::string& key) -> caf::result<bool> {
+        auto& st = self->state;
+        if (!from_this_process(self, key) || !node)
+          return actor_error(actor_errc::rejected, "asked outside this node's process");
+        st.watched[rank] = node->address();
+        st.gone.erase(rank);
+        self->monitor(node);
+        return true;
       },
       [self](farewell_atom, const std::string& key) -> caf::result<std::vector<std::string>> {
         if (!from_this_process(self, key))

@@ -33,6 +33,7 @@ struct seed_role {
   wire::file_manifest files;         ///< ... and its manifest
   std::uint64_t resume_step = 0;     ///< resuming: the step of the seed's last commit (view)
   std::filesystem::path checkpoints;  ///< node 0's checkpoint folder (files it offers)
+  std::string refusal;  ///< set: why the seed cannot start the run; every joiner is told
 };
 
 /// Node 0's part: the status board the console reads, the answerer of every command but the

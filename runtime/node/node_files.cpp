@@ -1,12 +1,12 @@
 // The seed's partition and checkpoint files as the node actor serves them: chunks to joiners,
-// checkpoint files offered to accepted replacements only.
+// checkpoint files offered to the members the seed accepted (joiners, replacements) only.
 #include "runtime/node/node_state.hpp"
 #include "runtime/node/partition_transfer.hpp"
 #include "serialization/wire_membership.hpp"
 
 namespace degnn::node_detail {
 
-// A chunk of a partition file, or of a checkpoint file offered to accepted replacements.
+// A chunk of a partition file, or of a checkpoint file offered to accepted members.
 caf::result<std::vector<char>> serve_file_chunk(node_pointer self, const std::vector<char>& b) {
   auto& st = self->state;
   if (!st.seed) return actor_error(actor_errc::rejected, "only the seed serves partition files");
@@ -16,11 +16,11 @@ caf::result<std::vector<char>> serve_file_chunk(node_pointer self, const std::ve
     const std::string prefix = kSeedCheckpointPrefix;
     if (req.path.rfind(prefix, 0) != 0 || st.seed->checkpoints.empty())
       return wire::encode(wire::context{}, read_chunk(st.seed->partitions, st.seed->files, req));
-    // A checkpoint file offered to a replacement: read from the checkpoint folder, given
-    // to accepted replacements only (the model is not for whoever reaches the seed).
+    // A checkpoint file: read from the checkpoint folder, given to the joiners and replacements
+    // this seed accepted only (the model is not for whoever reaches the seed).
     const auto sender = self->current_sender();
-    if (!sender || !st.replacements.count(sender->node()))
-      throw std::runtime_error("'" + req.path + "' is offered to replacements only");
+    if (!sender || !st.accepted.count(sender->node()))
+      throw std::runtime_error("'" + req.path + "' is offered to the cluster's members only");
     const wire::file_entry* f = st.seed->files.find(req.path);
     if (!f) throw std::runtime_error("'" + req.path + "' is not offered");
     wire::file_manifest one{{*f}};
@@ -35,7 +35,7 @@ caf::result<std::vector<char>> serve_file_chunk(node_pointer self, const std::ve
   }
 }
 
-// The seed offers a checkpoint file (under checkpoint/) to the replacements it accepts.
+// The seed offers a checkpoint file (under checkpoint/) to the members it accepted.
 caf::result<bool> offer_checkpoint_file(node_pointer self, const std::string& path,
                                         const std::string& key) {
   auto& st = self->state;

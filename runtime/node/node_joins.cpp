@@ -66,6 +66,8 @@ caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<ch
   const std::string diff =
       cluster_identity{st.identity}.difference(j.identity, "the seed", "joiner '" + j.name + "'");
   if (!diff.empty()) return refuse("settings that must agree differ: " + diff);
+  // A seed that cannot start the run (its checkpoint is damaged) tells a proven joiner why.
+  if (!st.seed->refusal.empty()) return refuse(st.seed->refusal);
   const std::uint64_t key = ++st.next_key;
   // A formed cluster takes a node only as the replacement node 0 waits for after a loss.
   if (st.seed->joins.closed() && st.replacing) {
@@ -73,7 +75,7 @@ caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<ch
     for (const std::string& mine : {j.name, j.host + ":" + std::to_string(j.port)})
       if (std::find(taken.begin(), taken.end(), mine) != taken.end())
         return refuse("replacement '" + j.name + "': " + mine + " is a live member's");
-    st.replacements.insert(sender->node());
+    st.accepted.insert(sender->node());
     if (st.log)
       st.log("replacement " + j.name + " at " + j.host + ":" + std::to_string(j.port) + " joined");
     auto rp = self->make_response_promise<std::vector<char>>();
@@ -90,6 +92,7 @@ caf::result<std::vector<char>> take_join(node_pointer self, const std::vector<ch
     st.log(j.name + (j.name == where ? "" : " at " + where) + " joined (" +
            std::to_string(rv.size()) + " nodes)");
   }
+  st.accepted.insert(sender->node());
   auto rp = self->make_response_promise<std::vector<char>>();
   st.joins[key] = {rp, caf::actor_cast<caf::actor_addr>(sender)};
   self->monitor(sender);

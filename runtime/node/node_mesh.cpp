@@ -124,6 +124,11 @@ void node_mesh::form(const membership& members, const std::vector<std::string>& 
           .receive([](std::int32_t) {}, [&](caf::error& e) { failure = std::move(e); });
       return failure;
     });
+    // Its loss is known at once too (the node actor watches the ranks that greeted it).
+    self_
+        ->request(node_, std::chrono::seconds(10), watch_atom_v, static_cast<std::int32_t>(p),
+                  caf::actor_cast<caf::strong_actor_ptr>(nodes_[p]), local_key_)
+        .receive([](bool) {}, [&](caf::error& e) { fail("watching: " + sys_.render(e)); });
     take_workers(p, until);
   };
   take_workers(static_cast<size_t>(id), until);

@@ -84,6 +84,7 @@ CAF_ADD_ATOM(degnn_runtime, degnn, replace_atom, "replace")
 CAF_ADD_ATOM(degnn_runtime, degnn, place_atom, "place")
 CAF_ADD_ATOM(degnn_runtime, degnn, offer_atom, "offer")
 CAF_ADD_ATOM(degnn_runtime, degnn, gone_atom, "gone")
+CAF_ADD_ATOM(degnn_runtime, degnn, watch_atom, "watch")
 CAF_END_TYPE_ID_BLOCK(degnn_runtime)
 
 namespace degnn {
@@ -125,8 +126,9 @@ namespace degnn {
 /// (the new view -> true: the held joiners get it, and the ranks it replaced may greet again),
 /// offer (a file of the seed's checkpoint folder -> true: listed in the manifest under checkpoint/
 /// and served, to accepted replacements only, like a partition file); gone (this process only ->
-/// the ranks that greeted this node and whose node actor is down since: a killed process is
-/// known at once, without waiting for a probe to time out).
+/// the ranks that greeted this node, or that it watches, and whose node actor is down since: a
+/// killed process is known at once, without waiting for a probe to time out); watch (a rank this
+/// node connected to and its node actor, this process only -> true: counted in gone once down).
 using node_actor = caf::typed_actor<
     caf::replies_to<manifest_atom>::with<std::vector<char>>,
     caf::replies_to<chunk_atom, std::vector<char>>::with<std::vector<char>>,
@@ -155,6 +157,7 @@ using node_actor = caf::typed_actor<
     caf::replies_to<replace_atom, std::vector<std::string>, std::string>::with<std::vector<char>>,
     caf::replies_to<place_atom, std::vector<char>, std::string>::with<bool>,
     caf::replies_to<offer_atom, std::string, std::string>::with<bool>,
-    caf::replies_to<gone_atom, std::string>::with<std::vector<std::int32_t>>>;
+    caf::replies_to<gone_atom, std::string>::with<std::vector<std::int32_t>>,
+    caf::replies_to<watch_atom, std::int32_t, caf::strong_actor_ptr, std::string>::with<bool>>;
 
 }  // namespace degnn

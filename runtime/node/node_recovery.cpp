@@ -6,6 +6,7 @@
 
 #include "model/commit_record.hpp"
 #include "model/data_error.hpp"
+#include "model/durable_file.hpp"
 #include "runtime/node/partition_transfer.hpp"
 #include "runtime/node/seed_file_client.hpp"
 
@@ -180,8 +181,8 @@ wire::membership_view next_view(caf::scoped_actor& self, const node_actor& node,
                                 const wire::membership_view& view, const std::vector<int>& lost,
                                 std::uint64_t step, const recovery_settings& rs,
                                 const std::function<void(const std::string&)>& say) {
-  if (rs.mode != "replace") return adopted_view(view, lost, step);
-  // The state every member rolls back to, offered to the replacements (none: a fresh start).
+  // The state every member rolls back to, offered to the members (one whose own copy is damaged
+  // restores it from this one) and to the replacements (none: a fresh start).
   try {
     const committed_checkpoint c = load_checkpoint_of_step(rs.checkpoint_dir, step);
     const std::string file =
@@ -191,6 +192,7 @@ wire::membership_view next_view(caf::scoped_actor& self, const node_actor& node,
   } catch (const data_error&) {
     if (step != 0) throw;
   }
+  if (rs.mode != "replace") return adopted_view(view, lost, step);
   // A replacement may take a lost member's name (its certificate), not a live one's.
   std::vector<std::string> taken;
   for (const auto& m : view.members) {
@@ -229,6 +231,32 @@ cluster_start replacement_start(caf::actor_system& sys, const node_actor& seed,
     throw std::runtime_error("the seed at " + seed_address + " offers no checkpoint of step " +
                              std::to_string(step) + ", which the cluster rolled back to");
   return {};
+}
+
+std::string restore_checkpoint_from_seed(caf::actor_system& sys, const node_actor& seed,
+                                         const std::string& seed_address, const std::string& dir,
+                                         const std::vector<std::int32_t>& partitions,
+                                         std::uint64_t step) {
+  const auto here = std::filesystem::path(dir) / "from-seed";
+  seed_file_client files(sys, seed, seed_address, here);
+  const std::string name = checkpoint_file_name(step);
+  for (const auto& f : files.manifest().files) {
+    if (f.path.rfind(kSeedCheckpointPrefix, 0) != 0 || !f.path.ends_with("/" + name)) continue;
+    files.fetch({f.path});
+    // Decoded and checked before it replaces anything (the seed's copy could be damaged too).
+    const committed_checkpoint c = load_checkpoint_of_step(here / kSeedCheckpointPrefix, step);
+    const auto bytes = read_whole_file(c.folder / c.record.file);
+    if (!bytes) throw data_error::at((c.folder / c.record.file).string(), 0, "cannot be read");
+    for (std::int32_t p : partitions) {
+      const auto folder = replica_checkpoint_dir(dir, p);
+      std::filesystem::create_directories(folder);
+      write_file_durably(folder / name, *bytes);
+    }
+    std::error_code ignored;
+    std::filesystem::remove_all(here, ignored);
+    return name;
+  }
+  throw std::runtime_error("the seed at " + seed_address + " offers no copy of " + name);
 }
 
 void announce_view(caf::scoped_actor& self, const node_mesh& mesh, const wire::context& ctx,

@@ -87,11 +87,19 @@ cluster_start replacement_start(caf::actor_system& sys, const node_actor& seed,
                                 const replica_config& rc, std::uint64_t run_id, int parts,
                                 std::uint64_t step);
 
+/// A joiner whose own copy of the checkpoint of `step` (under `dir`) is damaged or missing: the
+/// seed's copy (offered to the members it accepted), checked, written over the copy of every
+/// partition in `partitions`. Returns the file's name; throws naming the seed when it offers
+/// none or its copy is damaged too.
+std::string restore_checkpoint_from_seed(caf::actor_system& sys, const node_actor& seed,
+                                         const std::string& seed_address, const std::string& dir,
+                                         const std::vector<std::int32_t>& partitions,
+                                         std::uint64_t step);
+
 /// Gives `next` (after `before`) to every survivor other than `me` (its coordinator) and the
 /// replacements; throws naming one that refused it or did not answer. A member `next` counts
 /// lost or replaced is told too, without waiting: if it still runs, it stops.
 void announce_view(caf::scoped_actor& self, const node_mesh& mesh, const wire::context& ctx,
-                   const wire::membership_view& before, const wire::membership_view& next,
-                   int me);
+                   const wire::membership_view& before, const wire::membership_view& next, int me);
 
 }  // namespace degnn

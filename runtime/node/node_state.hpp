@@ -43,10 +43,11 @@ struct node_state {
   std::vector<caf::node_id> part_nodes;           ///< each partition's CAF node, from the view
   std::map<std::int32_t, node_greeting> greeted;  ///< peers whose connection to this node is set up
   std::map<std::int32_t, std::string> refused;    ///< peers whose settings differ, and how
-  std::set<std::int32_t> gone;          ///< greeted peers whose node actor went down since
-  bool has_view = false;                ///< the local workers know every peer
-  std::string local_key;                ///< see spawn_node_actor
-  std::optional<console_role> console;  ///< node 0
+  std::set<std::int32_t> gone;  ///< greeted or watched peers whose node actor went down
+  std::map<std::int32_t, caf::actor_addr> watched;  ///< lower ranks this node connected to
+  bool has_view = false;                            ///< the local workers know every peer
+  std::string local_key;                            ///< see spawn_node_actor
+  std::optional<console_role> console;              ///< node 0
   std::string fetching;  ///< "12.0 of 96.3 MB" while this node downloads its partitions
   /// --allow-faults: node 0 may kill or stop this node by showing this random token, which this
   /// node gave node 0 alone in its greeting (empty: never).
@@ -60,15 +61,16 @@ struct node_state {
   std::map<std::int32_t, std::chrono::steady_clock::time_point> last_heard;
   std::set<std::int32_t> silent;
   std::chrono::steady_clock::time_point last_poll{};
-  bool farewell = false;  ///< the coordinator said bye: its going away is the end of the run
+  bool farewell = false;         ///< the coordinator said bye: its going away is the end of the run
   std::string farewell_failure;  ///< with its bye: "" or why it stopped the run
   /// A newer view node 0 announced after losing a member, until this node's runtime takes it.
   std::vector<char> recovery;
   /// The seed, after a member was lost: node 0's runtime waits for a replacement to join.
   std::optional<caf::typed_response_promise<std::vector<char>>> replacing;
   std::vector<std::string> taken;  ///< live members' names and addresses: no replacement's
-  /// The CAF nodes of accepted replacements: the only askers served checkpoint/ files.
-  std::set<caf::node_id> replacements;
+  /// The CAF nodes of accepted joiners and replacements: the only askers served checkpoint/
+  /// files (a joiner restores a damaged copy from the seed's, a replacement starts from it).
+  std::set<caf::node_id> accepted;
 
   std::string me() const {
     return role ? "node " + std::to_string(role->rank) : std::string(seed ? "the seed" : "node");
@@ -103,9 +105,9 @@ std::vector<char> answer_verified_operator(node_pointer self, const std::string&
 
 // The handlers of the node actor's behaviour (runtime/node/node_actor.cpp), by concern:
 // node_files.cpp, node_peers.cpp, node_faults.cpp, node_views.cpp, node_joins.cpp.
-/// A chunk of a partition file, or of a checkpoint file offered to accepted replacements.
+/// A chunk of a partition file, or of a checkpoint file offered to accepted members.
 caf::result<std::vector<char>> serve_file_chunk(node_pointer self, const std::vector<char>& b);
-/// The seed offers a checkpoint file (under checkpoint/) to the replacements it accepts.
+/// The seed offers a checkpoint file (under checkpoint/) to the members it accepted.
 caf::result<bool> offer_checkpoint_file(node_pointer self, const std::string& path,
                                         const std::string& key);
 /// A fresh challenge for the sender to sign (joiners and operators with TLS).

@@ -15,6 +15,7 @@ void forget_replaced(node_state& st, const wire::membership_view& view) {
     st.greeted.erase(r);
     st.refused.erase(r);
     st.gone.erase(r);
+    st.watched.erase(r);
   }
 }
 

@@ -16,10 +16,13 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <optional>
 #include <set>
 #include <thread>
 
+#include "model/commit_record.hpp"
 #include "runtime/console/console_commands.hpp"
 #include "runtime/transport/cluster_certificates.hpp"
 #include "tests/integration/node_processes.hpp"
@@ -615,6 +618,53 @@ TEST_F(Console, ANodeKilledFromTheConsoleIsRecoveredAndTheConsoleShowsTheNewView
   }
   EXPECT_TRUE(moved) << read_file(log("recover0"));
   EXPECT_EQ(nodes_[0]->wait(10ms), -1) << read_file(log("recover0"));
+}
+
+// A damaged copy at a rollback (issue 29): a checkpoint committed, the run paused, one byte of
+// node 1's copy of the newest commit flipped, node 2 killed, the run resumed. Node 1 adopts
+// partition 2, finds its copy of the commit damaged, restores it from the seed's (node 0 offers it)
+// and the steps go on.
+TEST_F(Console, ADamagedCopyAtARollbackIsRestoredFromTheSeedsCopy) {
+  const fs::path ck = dir_->path / "rollback-ck";
+  auto args = [&](int k) {
+    return std::vector<std::string>{"--allow-faults", "--recover", "adopt", "--checkpoint-dir",
+                                    (ck / std::to_string(k)).string()};
+  };
+  const std::string node0 = start_cluster("rollback", args(0), args(1), args(2));
+  ASSERT_EQ(console({node0, "-c", "checkpoint"}).first, 0);
+  ASSERT_TRUE(
+      wait_for(log("rollback0"), "checkpoint asked from the console: taken before step", 30s))
+      << read_file(log("rollback0"));
+  // Paused, no commit moves: node 1's newest is the one the recovery rolls back to.
+  ASSERT_EQ(console({node0, "-c", "pause"}).first, 0);
+  std::this_thread::sleep_for(1s);  // the step in flight, and a commit's records, end
+  const fs::path folder1 = ck / "1" / "part-1";
+  const std::optional<commit_record> r = read_commit_record(folder1);
+  ASSERT_TRUE(r) << read_file(log("rollback1"));
+  {
+    const fs::path file = folder1 / r->file;
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    const auto middle = static_cast<std::streamoff>(fs::file_size(file) / 2);
+    char c = 0;
+    f.seekg(middle);
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x5a);
+    f.seekp(middle);
+    f.write(&c, 1);
+  }
+  ASSERT_EQ(console({node0, "-c", "kill 2"}).first, 0);
+  EXPECT_EQ(nodes_[2]->wait(30s), 137) << read_file(log("rollback2"));
+  ASSERT_EQ(console({node0, "-c", "resume"}).first, 0);
+  ASSERT_TRUE(wait_for(log("rollback0"), "recovered in", 60s))
+      << read_file(log("rollback0")) << read_file(log("rollback1"));
+  const std::string out1 = read_file(log("rollback1"));
+  EXPECT_TRUE(contains(out1, "damaged file); restoring it from the seed's copy")) << out1;
+  EXPECT_TRUE(contains(out1, "restored " + r->file + " from the seed at")) << out1;
+  EXPECT_TRUE(contains(read_file(log("rollback0")),
+                       "every node rolls back to step " + std::to_string(r->next_step)))
+      << read_file(log("rollback0"));
+  EXPECT_EQ(nodes_[0]->wait(10ms), -1) << read_file(log("rollback0"));
+  EXPECT_EQ(nodes_[1]->wait(10ms), -1) << out1;
 }
 
 // `trace start FILE` / `trace stop` (node 0 started with --trace-dir): every actor keeps its

@@ -6,6 +6,7 @@
 // reaped whatever the outcome.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -370,4 +371,77 @@ TEST_F(NodeLoss, StaticNodesWhoseLastCommitsDifferResumeFromTheStepTheErrorNames
       << read_file(log("agreed2"));
   for (int k = 0; k < 3; ++k)
     EXPECT_EQ(load_committed_checkpoint(folder(k)).record.next_step, 2 * steps_per_epoch_);
+}
+
+namespace {
+
+// Flips one byte in the middle of `file`.
+void flip_a_byte(const fs::path& file) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  const auto size = static_cast<std::streamoff>(fs::file_size(file));
+  f.seekg(size / 2);
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x5a);
+  f.seekp(size / 2);
+  f.write(&c, 1);
+}
+
+}  // namespace
+
+// A joiner whose copy of the commit is damaged (one flipped byte) restores it from the seed's
+// copy at --resume and the run goes on as the in-process cluster resumed from that commit.
+TEST_F(NodeLoss, AJoinersDamagedCopyIsRestoredFromTheSeedsAtResume) {
+  {
+    auto nodes = start_long_run({}, 3);
+    for (int k = 0; k < 3; ++k)
+      ASSERT_EQ(nodes[static_cast<size_t>(k)]->wait(120s), 0)
+          << read_file(log("run" + std::to_string(k)));
+  }
+  const std::uint64_t seed_step = expect_commits(3 * steps_per_epoch_);
+  const committed_checkpoint c = load_committed_checkpoint(folder(2));
+  flip_a_byte(c.folder / c.record.file);
+  resume_and_compare(seed_step);
+  const std::string out2 = read_file(log("again2"));
+  EXPECT_TRUE(contains(out2,
+                       "size or CRC-32 differs from its commit record (damaged file); "
+                       "restoring it from the seed's copy"))
+      << out2;
+  EXPECT_TRUE(contains(out2, "restored " + c.record.file + " from the seed at")) << out2;
+}
+
+// The seed's own (only) copy damaged: it cannot resume, and says so to every joiner, which stops
+// at once naming the file instead of waiting for --join-timeout.
+TEST_F(NodeLoss, ASeedThatCannotResumeTellsEveryJoinerAtOnce) {
+  {
+    auto nodes = start_long_run({}, 3);
+    for (int k = 0; k < 3; ++k)
+      ASSERT_EQ(nodes[static_cast<size_t>(k)]->wait(120s), 0)
+          << read_file(log("run" + std::to_string(k)));
+  }
+  const committed_checkpoint c = load_committed_checkpoint(folder(0));
+  const fs::path damaged = c.folder / c.record.file;
+  flip_a_byte(damaged);
+  const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
+  child_process n0(
+      node_args(dir_.path, 0, 5,
+                {"--is-seed", "--listen", seed, "--nodes", "3", "--resume", folder(0)}),
+      log("again0"));
+  const auto t = std::chrono::steady_clock::now();
+  child_process n1(node_args(dir_.path, 1, 5, {"--join", seed, "--resume", folder(1)}),
+                   log("again1"));
+  child_process n2(node_args(dir_.path, 2, 5, {"--join", seed, "--resume", folder(2)}),
+                   log("again2"));
+  EXPECT_EQ(n1.wait(30s), 1) << read_file(log("again1"));
+  EXPECT_EQ(n2.wait(30s), 1) << read_file(log("again2"));
+  const double joiners = seconds_since(t);
+  EXPECT_EQ(n0.wait(30s), 1) << read_file(log("again0"));
+  std::printf("a damaged seed copy: the joiners stopped after %.2f s, the seed after %.2f s\n",
+              joiners, seconds_since(t));
+  EXPECT_LT(joiners, 10.0);
+  for (int k = 0; k < 3; ++k) {
+    const std::string o = read_file(log("again" + std::to_string(k)));
+    EXPECT_TRUE(contains(o, damaged.string() + ": size or CRC-32 differs")) << o;
+  }
+  EXPECT_TRUE(contains(read_file(log("again1")), "the seed cannot resume the run"));
 }
