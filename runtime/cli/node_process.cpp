@@ -133,7 +133,7 @@ void node_process::load() {
   if (coordinates_) {
     report_.emplace(meta_.dataset_name + "/node-cluster", s_.metrics, s_.progress);
     board_ = std::make_shared<status_board>(meta_.dataset_name, s_.pipeline, s_.epochs);
-    report_->observe([board = board_](const epoch_record& r) { board->on_epoch(r); });
+    observe_epochs();
     board_->enable_checkpoints(!s_.checkpoint_dir.empty());
     board_->set_faults(ws_.faults, ws_.fault_counts, settings_.allow_faults);
     if (s_.pipeline == "decentralized") board_->set_history(s_.history_bits, s_.staleness);

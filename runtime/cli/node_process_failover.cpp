@@ -95,7 +95,18 @@ bool node_process::fail_over() {
           "the seed was node " +
           std::to_string(old));
     move_cluster(lost, back_to, true);
-    if (!report_) report_.emplace(meta_.dataset_name + "/node-cluster", s_.metrics, s_.progress);
+    report_.emplace(meta_.dataset_name + "/node-cluster", s_.metrics, s_.progress);
+    observe_epochs();
+    // The epochs node 0 evaluated: the closing line names the whole run's best (those after the
+    // roll-back are forgotten when training starts).
+    validation_points kept;
+    (*self_)
+        ->request(node_, std::chrono::seconds(10), validation_atom_v, local_key_)
+        .receive([&](validation_points& v) { kept = std::move(v); }, [](caf::error&) {});
+    std::vector<validation_point> earlier;
+    for (size_t i = 0; i < kept.epochs.size() && i < kept.valid.size() && i < kept.test.size(); ++i)
+      earlier.push_back({kept.epochs[i], kept.valid[i], kept.test[i]});
+    report_->restore(earlier);
     losses_.clear();
     losses_from_ = back_to;
     recoveries_ = 1;

@@ -98,6 +98,8 @@ class node_process {
   void move_to(const wire::membership_view& next);
   void wire_coordinator();
   void offer_resume_checkpoint();
+  /// The coordinator's report tells the board, and the members the evaluated epochs.
+  void observe_epochs();
   [[noreturn]] void refuse_joiners_and_stop();
 
   node_process_settings settings_;

@@ -90,6 +90,25 @@ int node_process::serve_until_stopped() {
   }
 }
 
+void node_process::observe_epochs() {
+  report_->observe([this](const epoch_record& r) {
+    if (board_) board_->on_epoch(r);
+    if (!r.evaluated || !mesh_) return;
+    validation_points v;
+    auto add = [&](int epoch, double valid, double test) {
+      v.epochs.push_back(epoch);
+      v.valid.push_back(valid);
+      v.test.push_back(test);
+    };
+    for (const auto& p : report_->history())
+      add(p.epoch, p.valid, p.test);
+    add(r.epoch, r.valid_acc, r.test_acc);  // not in the history before the observers ran
+    for (size_t p = 0; p < n_; ++p)
+      if (static_cast<int>(p) != id_ && !members_.view.members[p].lost)
+        (*self_)->send(mesh_->node_of(p), validation_atom_v, v, members_.view.secret);
+  });
+}
+
 // Node 0: waits until every node's actors reached every other node's once.
 void node_process::wire_coordinator() {
   coord_.reset();

@@ -188,6 +188,14 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         const auto& gone = self->state.gone;
         return std::vector<std::int32_t>(gone.begin(), gone.end());
       },
+      [self](validation_atom, validation_points& points, const std::string& secret) {
+        if (from_node0(self, secret)) self->state.validation = std::move(points);
+      },
+      [self](validation_atom, const std::string& key) -> caf::result<validation_points> {
+        if (!from_this_process(self, key))
+          return actor_error(actor_errc::rejected, "asked outside this node's process");
+        return self->state.validation;
+      },
       [self](watch_atom, std::int32_t rank, caf::strong_actor_ptr& node,
              const std::string& key) -> caf::result<bool> {
         auto& st = self->state;

@@ -52,11 +52,26 @@ typename Inspector::result_type inspect(Inspector& f, node_role& x) {
            x.num_train, x.view_secret, x.view_id);
 }
 
+/// The evaluated epochs of the run so far (1-based epoch, validation and test accuracy), which the
+/// coordinator gives every member after each epoch: a successor's closing line names the best
+/// validation epoch of the whole run, not only of the epochs it coordinated.
+struct validation_points {
+  std::vector<std::int32_t> epochs;
+  std::vector<double> valid;
+  std::vector<double> test;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, validation_points& x) {
+  return f(caf::meta::type_name("degnn.validation_points"), x.epochs, x.valid, x.test);
+}
+
 }  // namespace degnn
 
 CAF_BEGIN_TYPE_ID_BLOCK(degnn_runtime, caf::id_block::degnn_coordinator::end)
 CAF_ADD_TYPE_ID(degnn_runtime, (degnn::node_greeting))
 CAF_ADD_TYPE_ID(degnn_runtime, (degnn::node_role))
+CAF_ADD_TYPE_ID(degnn_runtime, (degnn::validation_points))
 CAF_ADD_TYPE_ID(degnn_runtime, (std::vector<std::int64_t>))
 CAF_ADD_ATOM(degnn_runtime, degnn, greet_atom, "greet")
 CAF_ADD_ATOM(degnn_runtime, degnn, greeted_atom, "greeted")
@@ -85,6 +100,7 @@ CAF_ADD_ATOM(degnn_runtime, degnn, place_atom, "place")
 CAF_ADD_ATOM(degnn_runtime, degnn, offer_atom, "offer")
 CAF_ADD_ATOM(degnn_runtime, degnn, gone_atom, "gone")
 CAF_ADD_ATOM(degnn_runtime, degnn, watch_atom, "watch")
+CAF_ADD_ATOM(degnn_runtime, degnn, validation_atom, "validation")
 CAF_END_TYPE_ID_BLOCK(degnn_runtime)
 
 namespace degnn {
@@ -128,7 +144,9 @@ namespace degnn {
 /// and served, to accepted replacements only, like a partition file); gone (this process only ->
 /// the ranks that greeted this node, or that it watches, and whose node actor is down since: a
 /// killed process is known at once, without waiting for a probe to time out); watch (a rank this
-/// node connected to and its node actor, this process only -> true: counted in gone once down).
+/// node connected to and its node actor, this process only -> true: counted in gone once down);
+/// validation (the coordinator with the view's secret: the run's evaluated epochs so far, kept;
+/// this process only: -> the last ones kept).
 using node_actor = caf::typed_actor<
     caf::replies_to<manifest_atom>::with<std::vector<char>>,
     caf::replies_to<chunk_atom, std::vector<char>>::with<std::vector<char>>,
@@ -158,6 +176,8 @@ using node_actor = caf::typed_actor<
     caf::replies_to<place_atom, std::vector<char>, std::string>::with<bool>,
     caf::replies_to<offer_atom, std::string, std::string>::with<bool>,
     caf::replies_to<gone_atom, std::string>::with<std::vector<std::int32_t>>,
-    caf::replies_to<watch_atom, std::int32_t, caf::strong_actor_ptr, std::string>::with<bool>>;
+    caf::replies_to<watch_atom, std::int32_t, caf::strong_actor_ptr, std::string>::with<bool>,
+    caf::reacts_to<validation_atom, validation_points, std::string>,
+    caf::replies_to<validation_atom, std::string>::with<validation_points>>;
 
 }  // namespace degnn

@@ -110,6 +110,8 @@ class CoordinatorFailover : public ::testing::Test {
     const fs::path ref = dir_.path / "reference";
     train_settings s = small_run_reference(data_, dir_.path / "parts",
                                            static_cast<int>(back_to / steps_per_epoch_));
+    s.model.lr = lr_;
+    s.eval_every = eval_every_;
     s.checkpoint_dir = ref.string();
     std::vector<double> before, expected;
     training_report quiet("reference", "", false);
@@ -150,6 +152,8 @@ class CoordinatorFailover : public ::testing::Test {
   fs::path data_;
   dataset d_;
   std::uint64_t steps_per_epoch_ = 0;
+  float lr_ = 0.01f;    ///< the nodes' --lr, for the reference
+  int eval_every_ = 0;  ///< and their --eval-every
   std::vector<std::unique_ptr<child_process>> nodes_;
 };
 
@@ -159,7 +163,12 @@ class CoordinatorFailover : public ::testing::Test {
 TEST_F(CoordinatorFailover, AKilledNode0IsSucceededByNode1AndTheRunEnds) {
   const int epochs = 5;
   const std::uint64_t crash_after = 4 * steps_per_epoch_ + 2;
-  start(epochs, {}, {{0, {"--crash-after-step", std::to_string(crash_after)}}});
+  // Evaluated every epoch, at a rate whose validation peaks before the last epoch: node 1's
+  // closing line names the whole run's best validation epoch, which node 0 evaluated.
+  lr_ = 0.05f;
+  eval_every_ = 1;
+  start(epochs, {"--eval-every", "1", "--lr", "0.05"},
+        {{0, {"--crash-after-step", std::to_string(crash_after)}}});
   EXPECT_EQ(nodes_[0]->wait(120s), 137) << out(0);
   for (int k = 1; k < kNodes; ++k)
     ASSERT_EQ(nodes_[k]->wait(60s), 0) << out(k) << out(1);
@@ -179,6 +188,14 @@ TEST_F(CoordinatorFailover, AKilledNode0IsSucceededByNode1AndTheRunEnds) {
   EXPECT_TRUE(back_to == 4 * steps_per_epoch_ || back_to == 3 * steps_per_epoch_) << o1;
   expect_reference_losses(1, epochs);
   EXPECT_EQ(completions(), 1);
+  // The uninterrupted in-process run's best validation epoch (its evaluations are the nodes').
+  train_settings s = small_run_reference(data_, dir_.path / "parts", epochs);
+  s.eval_every = 1;
+  s.model.lr = lr_;
+  training_report report("reference", "", false);
+  train_cluster(s, d_, report);
+  EXPECT_TRUE(contains(o1, "at best validation epoch " + std::to_string(report.best_epoch())))
+      << o1;
   // The run's end is committed for partition 0 where it is served now.
   const auto end = static_cast<std::uint64_t>(epochs) * steps_per_epoch_;
   EXPECT_EQ(read_commit_record(replica_checkpoint_dir(folder(1), 0))->next_step, end);
