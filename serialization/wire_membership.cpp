@@ -24,6 +24,12 @@ std::string text(const reader& rd, capnp::Text::Reader t, const char* field, boo
 
 }  // namespace
 
+int membership_view::coordinator() const {
+  for (const auto& m : members)
+    if (!m.lost) return m.rank;
+  return -1;
+}
+
 int membership_view::rank_of_partition(int p) const {
   for (const auto& m : members) {
     if (std::find(m.partitions.begin(), m.partitions.end(), p) != m.partitions.end()) return m.rank;

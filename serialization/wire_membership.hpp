@@ -43,6 +43,10 @@ struct membership_view {
 
   /// The rank serving partition p, or -1.
   int rank_of_partition(int p) const;
+  /// The coordinator: the lowest live rank (node 0 until it is lost), which serves partition 0
+  /// (the decoder checks it); -1 when every member is lost. Derived from the view alone, so every
+  /// member that holds the view agrees on it without an election.
+  int coordinator() const;
   int num_partitions() const;
 };
 

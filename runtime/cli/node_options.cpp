@@ -41,8 +41,9 @@ std::vector<option_spec> node_option_specs() {
                    "the port can talk to the node; see README)",
                    true});
   specs.push_back({"http", "",
-                   "node 0: serve GET /status (JSON) and /metrics (Prometheus) on ADDR:PORT "
-                   "(loopback unless --insecure)"});
+                   "serve GET /status (JSON) and /metrics (Prometheus) on ADDR:PORT (loopback "
+                   "unless --insecure): the training on node 0, the view (who coordinates, "
+                   "where) on another node until it takes over as coordinator"});
   specs.push_back({"console", "",
                    "node 0 of a TLS cluster: serve the operator console (degnn console ... --tls) "
                    "over HTTPS with client certificates on ADDR:PORT (port 0: any free one)"});

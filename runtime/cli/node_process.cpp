@@ -129,14 +129,18 @@ void node_process::load() {
       mode_.kind == launch_mode::seed || (mode_.kind == launch_mode::static_peers && mode_.id == 0);
   // Node 0 opens its metrics file now: a bad path is refused before the cluster forms. Its status
   // board (read by the console and the HTTP endpoint) and its read-only HTTP endpoint are up
-  // before the cluster forms too (a bad address is refused now).
-  if (coordinates_) {
-    report_.emplace(meta_.dataset_name + "/node-cluster", s_.metrics, s_.progress);
+  // before the cluster forms too (a bad address is refused now). A member given --http keeps a
+  // board too: it shows the view (who coordinates, and where), and the training once this
+  // member takes over as coordinator.
+  if (coordinates_ || !settings_.http.empty()) {
     board_ = std::make_shared<status_board>(meta_.dataset_name, s_.pipeline, s_.epochs);
-    observe_epochs();
     board_->enable_checkpoints(!s_.checkpoint_dir.empty());
     board_->set_faults(ws_.faults, ws_.fault_counts, settings_.allow_faults);
     if (s_.pipeline == "decentralized") board_->set_history(s_.history_bits, s_.staleness);
+  }
+  if (coordinates_) {
+    report_.emplace(meta_.dataset_name + "/node-cluster", s_.metrics, s_.progress);
+    observe_epochs();
     enable_console_traces(*board_, settings_.trace_dir, s_);
   }
   http_ = node_http_endpoint(settings_.http, settings_.insecure, coordinates_, board_.get());
@@ -354,7 +358,9 @@ void node_process::connect_mesh() {
   say("connected to " + std::to_string(n_ - 1) + " peers");
   first_start_ = start_;
   losses_from_ = start_.next_step;
-  if (board_ && mode_.kind == launch_mode::static_peers) board_->set_view(members_.view);
+  if (board_ && (mode_.kind == launch_mode::static_peers || !coordinates_))
+    board_->set_view(members_.view);
+  if (board_ && !coordinates_) board_->set_phase("serving");
 }
 
 }  // namespace node_process_detail

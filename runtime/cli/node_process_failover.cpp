@@ -58,7 +58,7 @@ std::uint64_t node_process::own_commit_step() const {
 }
 
 bool node_process::fail_over() {
-  const int old = coordinator_of(members_.view);
+  const int old = members_.view.coordinator();
   say("lost the coordinator (node " + std::to_string(old) + ") without its bye; probing view " +
       std::to_string(members_.view.id) + "'s members");
   std::vector<int> known{old};

@@ -18,6 +18,7 @@ void node_process::move_to(const wire::membership_view& next) {
   local_.clear();
   std::vector<std::int32_t> folders = members_.view.members[static_cast<size_t>(id_)].partitions;
   members_.view = next;
+  if (board_) board_->set_view(next);
   const auto& mine = next.members[static_cast<size_t>(id_)].partitions;
   folders.insert(folders.end(), mine.begin(), mine.end());
   auto load = [&] {
@@ -31,7 +32,7 @@ void node_process::move_to(const wire::membership_view& next) {
       start_ = load();
     } catch (const data_error& e) {
       // Node 0 offers its copy of the commit it rolls back to; a successor offers none.
-      if (!seed_files_ || coordinator_of(next) != 0) throw;
+      if (!seed_files_ || next.coordinator() != 0) throw;
       say(std::string(e.what()) + "; restoring it from the seed's copy");
       say("restored " +
           restore_checkpoint_from_seed(sys_, seed_node_, mode_.seed_address.str(),
@@ -54,12 +55,12 @@ void node_process::move_to(const wire::membership_view& next) {
 int node_process::serve_until_stopped() {
   auto& self = *self_;
   self->monitor(node_);
-  int coord = coordinator_of(members_.view);
+  int coord = members_.view.coordinator();
   self->monitor(mesh_->node_of(static_cast<size_t>(coord)));
   while (true) {
     // A view announced by a successor (this node had not noticed the coordinator's loss yet)
     // names another coordinator.
-    if (const int now = coordinator_of(members_.view); now != coord) {
+    if (const int now = members_.view.coordinator(); now != coord) {
       coord = now;
       self->monitor(mesh_->node_of(static_cast<size_t>(coord)));
     }

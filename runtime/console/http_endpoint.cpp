@@ -37,10 +37,7 @@ std::uint16_t http_endpoint::port() const {
 std::unique_ptr<http_endpoint> node_http_endpoint(const std::string& address, bool insecure,
                                                   bool node0, const status_board* board) {
   if (address.empty()) return nullptr;
-  if (!node0 || !board) {
-    std::fprintf(stderr, "node: --http is served by node 0 only; not serving it here\n");
-    return nullptr;
-  }
+  if (!board) return nullptr;
   const endpoint where = parse_endpoint(address, "--http", true);
   if (!is_loopback(where.host) && !insecure) {
     throw config_error("node: --http " + where.host +
@@ -48,8 +45,8 @@ std::unique_ptr<http_endpoint> node_http_endpoint(const std::string& address, bo
                        "status there (read-only, unauthenticated)");
   }
   auto http = std::make_unique<http_endpoint>(where, *board);
-  std::fprintf(stderr, "node 0: status on http://%s:%u/status and /metrics\n", where.host.c_str(),
-               http->port());
+  std::fprintf(stderr, "%s: status on http://%s:%u/status and /metrics\n",
+               node0 ? "node 0" : "node", where.host.c_str(), http->port());
   return http;
 }
 

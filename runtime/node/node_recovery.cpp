@@ -35,12 +35,6 @@ wire::membership_view successor(const wire::membership_view& view, std::uint64_t
 
 }  // namespace
 
-int coordinator_of(const wire::membership_view& view) {
-  for (const auto& m : view.members)
-    if (!m.lost) return m.rank;
-  return -1;
-}
-
 std::vector<int> lost_members(caf::scoped_actor& self, const node_actor& node,
                               const std::string& local_key, const node_mesh& mesh,
                               const wire::membership_view& view, std::chrono::milliseconds wait,
@@ -95,10 +89,10 @@ wire::membership_view adopted_view(const wire::membership_view& view, const std:
                                    std::uint64_t step) {
   wire::membership_view next = successor(view, step);
   const auto n = static_cast<int>(view.members.size());
-  const int old_coordinator = coordinator_of(view);
+  const int old_coordinator = view.coordinator();
   for (int r : lost)
     next.members[static_cast<size_t>(r)].lost = true;
-  const int coord = coordinator_of(next);
+  const int coord = next.coordinator();
   if (coord < 0) throw std::runtime_error("adopted_view: every member of the view is lost");
   auto give = [&](int to, std::int32_t part) {
     auto& heir = next.members[static_cast<size_t>(to)].partitions;

@@ -17,11 +17,6 @@
 
 namespace degnn {
 
-/// The coordinator of a view: its lowest live rank (node 0 until it is lost), which also serves
-/// partition 0 (adopted_view keeps it so). Every member derives it from the view alone, so no
-/// election runs: the members that agree on the view agree on the coordinator.
-int coordinator_of(const wire::membership_view& view);
-
 /// Ranks of `view` other than `me` and those in `known_lost` (both counted lost by the caller)
 /// whose node actor is known down to this node's (`node`; a killed process's connection closed)
 /// or that did not answer within `wait` (a stopped process, a cut link). The result includes

@@ -38,7 +38,7 @@ struct node_state {
   // -- serving --
   std::optional<node_role> role;
   /// The coordinator's CAF node: the one serving partition 0 in the view (node 0 until it is
-  /// lost; see coordinator_of). Named node0 for the rank it starts at.
+  /// lost; see membership_view::coordinator). Named node0 for the rank it starts at.
   std::vector<caf::node_id> node0;
   std::vector<caf::node_id> part_nodes;           ///< each partition's CAF node, from the view
   std::map<std::int32_t, node_greeting> greeted;  ///< peers whose connection to this node is set up

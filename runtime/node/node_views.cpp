@@ -28,7 +28,7 @@ bool from_coordinator_of(node_pointer self, const wire::membership_view& view,
   const auto& st = self->state;
   const auto sender = self->current_sender();
   if (!sender || !st.role || secret != st.role->view_secret) return false;
-  const int coord = coordinator_of(view);
+  const int coord = view.coordinator();
   if (coord < 0) return false;
   for (std::int32_t part : view.members[static_cast<size_t>(coord)].partitions) {
     const auto p = static_cast<size_t>(part);
@@ -64,7 +64,7 @@ caf::result<bool> take_new_view(node_pointer self, const std::vector<char>& byte
   forget_replaced(st, view);
   if (st.log)
     st.log("view " + std::to_string(view.id) + " announced by node " +
-           std::to_string(coordinator_of(view)));
+           std::to_string(view.coordinator()));
   return true;
 }
 

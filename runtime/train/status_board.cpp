@@ -283,9 +283,8 @@ std::string status_board::status_json() const {
   j["phase"] = phase_;
   nlohmann::json members = nlohmann::json::array();
   for (const auto& m : view_.members) {
-    // The coordinator is node 0, the board's own node (a coordinator failover would move both).
     members.push_back({{"rank", m.rank},
-                       {"role", m.rank == 0 ? "coordinator" : "worker"},
+                       {"role", m.rank == view_.coordinator() ? "coordinator" : "worker"},
                        {"state", m.lost ? "lost" : "serving"},
                        {"name", m.name},
                        {"address", m.host + ":" + std::to_string(m.port)},
@@ -295,8 +294,10 @@ std::string status_board::status_json() const {
       members.back()["last_heard_s_ago"] = now_s() - it->second.at_s;
     }
   }
-  j["view"] = {
-      {"id", view_.id}, {"coordinator", 0}, {"members", members}, {"replaced", view_.replaced}};
+  j["view"] = {{"id", view_.id},
+               {"coordinator", view_.coordinator()},
+               {"members", members},
+               {"replaced", view_.replaced}};
   const double elapsed = steps_ > 1 ? last_step_at_ - started_ : 0;
   const double rate = elapsed > 0 ? static_cast<double>(steps_ - 1) / elapsed : 0;
   const std::uint64_t total = steps_per_epoch_ * static_cast<std::uint64_t>(epochs_);

@@ -31,7 +31,9 @@ class status_board {
  public:
   status_board(std::string dataset, std::string pipeline, int epochs);
 
-  void set_phase(std::string phase);  ///< "forming", "connecting", "training", "finished", "failed"
+  /// "forming", "connecting", "training", "finished", "failed"; on a member that does not
+  /// coordinate, "serving" (until it takes over)
+  void set_phase(std::string phase);
   void set_view(const wire::membership_view& v);
   void set_steps_per_epoch(std::uint64_t n);
   void on_step(std::uint64_t step, double loss);

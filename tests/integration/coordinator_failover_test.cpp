@@ -18,6 +18,11 @@
 #include "runtime/train/cluster_trainer.hpp"
 #include "tests/integration/node_processes.hpp"
 
+// After every header that includes Eigen: httplib.h pulls in <resolv.h>, whose `_res` macro
+// breaks Eigen's templates.
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
 using namespace degnn;
 using namespace degnn::test;
 using namespace std::chrono_literals;
@@ -272,4 +277,41 @@ TEST_F(CoordinatorFailover, ATwoNodeClusterStopsCleanlyAfterALoss) {
       << out(0);
   EXPECT_EQ(completions(), 0);
   EXPECT_GE(load_committed_checkpoint(folder(0)).record.next_step, 3 * steps_per_epoch_);
+}
+
+// /status moves with the coordinator: node 1, started with --http, answers with the view (node 0
+// coordinates, at its address) while it serves, and with the training once it took over.
+TEST_F(CoordinatorFailover, StatusOverHttpMovesWithTheCoordinator) {
+  const int port = free_port_pair();
+  start(100000, {}, {{1, {"--http", "127.0.0.1:" + std::to_string(port)}}});
+  ASSERT_TRUE(wait_for(log(0), "epoch   2", 120s)) << out(0);
+  httplib::Client http("127.0.0.1", port);
+  auto status = [&] {
+    const auto r = http.Get("/status");
+    return r && r->status == 200 ? nlohmann::json::parse(r->body, nullptr, false)
+                                 : nlohmann::json();
+  };
+  const auto before = status();
+  ASSERT_TRUE(before.is_object()) << out(1);
+  EXPECT_EQ(before["phase"], "serving") << before.dump();
+  EXPECT_EQ(before["view"]["coordinator"], 0) << before.dump();
+  EXPECT_EQ(before["view"]["members"][0]["role"], "coordinator") << before.dump();
+  const std::string node0_at = before["view"]["members"][0]["address"].get<std::string>();
+  EXPECT_TRUE(contains(out(0), node0_at)) << node0_at << "\n" << out(0);
+  nodes_[0]->signal(SIGKILL);
+  ASSERT_TRUE(wait_for(log(1), "took over in", 60s)) << out(1);
+  nlohmann::json after;
+  for (int i = 0; i < 100; ++i) {
+    after = status();
+    if (after.is_object() && after["phase"] == "training" &&
+        after["progress"]["steps"].get<int>() > 0)
+      break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(after["phase"], "training") << after.dump();
+  EXPECT_GT(after["progress"]["steps"].get<int>(), 0) << after.dump();
+  EXPECT_EQ(after["view"]["id"], 2) << after.dump();
+  EXPECT_EQ(after["view"]["coordinator"], 1) << after.dump();
+  EXPECT_EQ(after["view"]["members"][0]["state"], "lost") << after.dump();
+  EXPECT_EQ(after["view"]["members"][1]["role"], "coordinator") << after.dump();
 }

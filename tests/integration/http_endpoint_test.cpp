@@ -114,7 +114,22 @@ TEST(HttpEndpoint, Node0ServesStatusAndMetricsWhileTraining) {
   ASSERT_TRUE(
       std::regex_search(log0, port_m, std::regex(R"(status on http://127\.0\.0\.1:(\d+)/status)")))
       << log0;
-  EXPECT_TRUE(contains(read_file(tmp.path / "1.log"), "--http is served by node 0 only"));
+  // A member serves its own /status: the view, which names the coordinator and where it is.
+  const std::string log1 = read_file(tmp.path / "1.log");
+  std::smatch port1;
+  ASSERT_TRUE(
+      std::regex_search(log1, port1, std::regex(R"(status on http://127\.0\.0\.1:(\d+)/status)")))
+      << log1;
+  {
+    httplib::Client member("127.0.0.1", std::stoi(port1[1].str()));
+    member.set_read_timeout(10, 0);
+    const auto r = member.Get("/status");
+    ASSERT_TRUE(r) << log1;
+    const auto j = nlohmann::json::parse(r->body, nullptr, false);
+    EXPECT_EQ(j["phase"], "serving") << r->body;
+    EXPECT_EQ(j["view"]["coordinator"], 0) << r->body;
+    EXPECT_EQ(j["view"]["members"][0]["address"], seed) << r->body;
+  }
   httplib::Client c("127.0.0.1", std::stoi(port_m[1].str()));
   c.set_read_timeout(10, 0);
   const auto metrics = c.Get("/metrics");
