@@ -67,7 +67,7 @@ if [ "$mode" = all ]; then
   # CI's time on 2 cores: these suites replay whole multi-node runs many times (about 1,700 of
   # the sanitized suite's 2,600 test-seconds); the plain build above ran them, and --sanitize
   # runs them under the sanitizers as well.
-  skip="-E ^(Console|FaultScenarios|NodeLoss|TrainOptions|SeedJoin|EpochTimes|NormalizeFeatures|ClusterEpoch)\\."
+  skip="-E ^(Console|FaultScenarios|NodeLoss|TrainOptions|SeedJoin|EpochTimes|NormalizeFeatures|ClusterEpoch|SplitBrain)\\."
   if [ "${DEGNN_SANITIZE_ALL:-0}" = 1 ]; then skip=""; fi
   CTEST_ARGS="$skip" sanitized_suite build-asan address,undefined
 fi

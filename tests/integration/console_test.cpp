@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <set>
@@ -641,17 +640,7 @@ TEST_F(Console, ADamagedCopyAtARollbackIsRestoredFromTheSeedsCopy) {
   const fs::path folder1 = ck / "1" / "part-1";
   const std::optional<commit_record> r = read_commit_record(folder1);
   ASSERT_TRUE(r) << read_file(log("rollback1"));
-  {
-    const fs::path file = folder1 / r->file;
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    const auto middle = static_cast<std::streamoff>(fs::file_size(file) / 2);
-    char c = 0;
-    f.seekg(middle);
-    f.read(&c, 1);
-    c = static_cast<char>(c ^ 0x5a);
-    f.seekp(middle);
-    f.write(&c, 1);
-  }
+  flip_a_byte(folder1 / r->file);
   ASSERT_EQ(console({node0, "-c", "kill 2"}).first, 0);
   EXPECT_EQ(nodes_[2]->wait(30s), 137) << read_file(log("rollback2"));
   ASSERT_EQ(console({node0, "-c", "resume"}).first, 0);

@@ -9,13 +9,13 @@
 #include <cstdlib>
 #include <memory>
 #include <regex>
-#include <sstream>
 
 #include "model/commit_record.hpp"
 #include "model/dataset.hpp"
 #include "model/partition_store.hpp"
 #include "model/partitioner.hpp"
 #include "runtime/train/cluster_trainer.hpp"
+#include "runtime/transport/cluster_certificates.hpp"
 #include "tests/integration/node_processes.hpp"
 
 // After every header that includes Eigen: httplib.h pulls in <resolv.h>, whose `_res` macro
@@ -30,14 +30,6 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr int kNodes = 4;
-
-std::vector<double> step_losses(const std::string& log) {
-  std::vector<double> out;
-  std::stringstream ls(summary_array(log, "step_losses"));
-  for (std::string item; std::getline(ls, item, ',');)
-    out.push_back(std::stod(item));
-  return out;
-}
 
 std::uint64_t rollback_step(const std::string& log) {
   std::smatch m;
@@ -79,24 +71,7 @@ class CoordinatorFailover : public ::testing::Test {
              std::map<int, std::vector<std::string>> extra = {}, int nodes = kNodes) {
     const std::string seed = "127.0.0.1:" + std::to_string(free_port_pair());
     for (int k = 0; k < nodes; ++k) {
-      std::vector<std::string> a = {"--lr",
-                                    "0.01",
-                                    "--dropout",
-                                    "0.5",
-                                    "--weight-decay",
-                                    "0",
-                                    "--batch-size",
-                                    "8",
-                                    "--epochs",
-                                    std::to_string(epochs),
-                                    "--checkpoint-dir",
-                                    folder(k),
-                                    "--checkpoint-every",
-                                    "0",
-                                    "--join-timeout",
-                                    "60",
-                                    "--recover",
-                                    "adopt"};
+      std::vector<std::string> a = {"--recover", "adopt"};
       if (k == 0) {
         a.insert(a.end(), {"--is-seed", "--listen", seed, "--nodes", std::to_string(nodes)});
       } else {
@@ -104,8 +79,10 @@ class CoordinatorFailover : public ::testing::Test {
       }
       a.insert(a.end(), all.begin(), all.end());
       a.insert(a.end(), extra[k].begin(), extra[k].end());
-      nodes_.push_back(
-          std::make_unique<child_process>(small_node_run(dir_.path / "parts", a), log(k)));
+      if (!certs_.empty())
+        a.insert(a.end(), {"--tls", certs_.string(), "--tls-name", "node-" + std::to_string(k)});
+      nodes_.push_back(std::make_unique<child_process>(
+          checkpointed_node_run(dir_.path / "parts", folder(k), epochs, 0, a), log(k)));
     }
   }
 
@@ -157,6 +134,7 @@ class CoordinatorFailover : public ::testing::Test {
   fs::path data_;
   dataset d_;
   std::uint64_t steps_per_epoch_ = 0;
+  fs::path certs_;      ///< set: every node with --tls from this folder
   float lr_ = 0.01f;    ///< the nodes' --lr, for the reference
   int eval_every_ = 0;  ///< and their --eval-every
   std::vector<std::unique_ptr<child_process>> nodes_;
@@ -314,4 +292,21 @@ TEST_F(CoordinatorFailover, StatusOverHttpMovesWithTheCoordinator) {
   EXPECT_EQ(after["view"]["coordinator"], 1) << after.dump();
   EXPECT_EQ(after["view"]["members"][0]["state"], "lost") << after.dump();
   EXPECT_EQ(after["view"]["members"][1]["role"], "coordinator") << after.dump();
+}
+
+// The same loss in a mutual-TLS cluster: node 1 takes over over the TLS connections it has, the
+// three finish, and node 1's losses equal the in-process cluster resumed from the commit.
+TEST_F(CoordinatorFailover, AKilledNode0OfATlsClusterIsSucceededToo) {
+  certs_ = dir_.path / "certs";
+  make_cluster_certificates(certs_, kNodes, 0, 2);
+  const int epochs = 5;
+  const std::uint64_t crash_after = 4 * steps_per_epoch_ + 2;
+  start(epochs, {}, {{0, {"--crash-after-step", std::to_string(crash_after)}}});
+  EXPECT_EQ(nodes_[0]->wait(120s), 137) << out(0);
+  for (int k = 1; k < kNodes; ++k)
+    ASSERT_EQ(nodes_[k]->wait(60s), 0) << out(k) << out(1);
+  EXPECT_TRUE(contains(out(1), "this node coordinates from now on")) << out(1);
+  EXPECT_EQ(summary_field(out(1), R"("replicas_identical":(\w+))"), "true") << out(1);
+  expect_reference_losses(1, epochs);
+  EXPECT_EQ(completions(), 1);
 }

@@ -6,7 +6,6 @@
 // reaped whatever the outcome.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -27,32 +26,7 @@ namespace {
 
 std::vector<std::string> node_args(const fs::path& dir, int k, int epochs,
                                    std::vector<std::string> extra) {
-  std::vector<std::string> a = {"--lr",
-                                "0.01",
-                                "--dropout",
-                                "0.5",
-                                "--weight-decay",
-                                "0",
-                                "--batch-size",
-                                "8",
-                                "--epochs",
-                                std::to_string(epochs),
-                                "--checkpoint-dir",
-                                (dir / ("ck-" + std::to_string(k))).string(),
-                                "--checkpoint-every",
-                                "3",
-                                "--join-timeout",
-                                "60"};
-  a.insert(a.end(), extra.begin(), extra.end());
-  return small_node_run(dir / "parts", a);
-}
-
-std::vector<double> step_losses(const std::string& log) {
-  std::vector<double> out;
-  std::stringstream ls(summary_array(log, "step_losses"));
-  for (std::string item; std::getline(ls, item, ',');)
-    out.push_back(std::stod(item));
-  return out;
+  return checkpointed_node_run(dir / "parts", dir / ("ck-" + std::to_string(k)), epochs, 3, extra);
 }
 
 }  // namespace
@@ -372,22 +346,6 @@ TEST_F(NodeLoss, StaticNodesWhoseLastCommitsDifferResumeFromTheStepTheErrorNames
   for (int k = 0; k < 3; ++k)
     EXPECT_EQ(load_committed_checkpoint(folder(k)).record.next_step, 2 * steps_per_epoch_);
 }
-
-namespace {
-
-// Flips one byte in the middle of `file`.
-void flip_a_byte(const fs::path& file) {
-  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-  const auto size = static_cast<std::streamoff>(fs::file_size(file));
-  f.seekg(size / 2);
-  char c = 0;
-  f.read(&c, 1);
-  c = static_cast<char>(c ^ 0x5a);
-  f.seekp(size / 2);
-  f.write(&c, 1);
-}
-
-}  // namespace
 
 // A joiner whose copy of the commit is damaged (one flipped byte) restores it from the seed's
 // copy at --resume and the run goes on as the in-process cluster resumed from that commit.

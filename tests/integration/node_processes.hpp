@@ -145,6 +145,33 @@ inline std::vector<std::string> small_node_run(const fs::path& parts,
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
+
+/// small_node_run with the settings of small_run_reference (batch 8, lr 0.01, dropout 0.5, no
+/// weight decay), `epochs`, coordinated checkpoints into `checkpoints` at each epoch end and
+/// every `every` steps (0: epoch ends only), a 60 s join time-out, then `extra`.
+inline std::vector<std::string> checkpointed_node_run(const fs::path& parts,
+                                                      const fs::path& checkpoints, int epochs,
+                                                      int every,
+                                                      const std::vector<std::string>& extra) {
+  std::vector<std::string> a = {"--lr",
+                                "0.01",
+                                "--dropout",
+                                "0.5",
+                                "--weight-decay",
+                                "0",
+                                "--batch-size",
+                                "8",
+                                "--epochs",
+                                std::to_string(epochs),
+                                "--checkpoint-dir",
+                                checkpoints.string(),
+                                "--checkpoint-every",
+                                std::to_string(every),
+                                "--join-timeout",
+                                "60"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return small_node_run(parts, a);
+}
 #endif
 
 /// Waits until the file holds `text` or the time is up.
@@ -193,6 +220,27 @@ struct temp_dir {
   }
   ~temp_dir() { fs::remove_all(path); }
 };
+
+/// The per-step losses of a node summary line ("step_losses":[...]).
+inline std::vector<double> step_losses(const std::string& log) {
+  std::vector<double> out;
+  std::stringstream ls(summary_array(log, "step_losses"));
+  for (std::string item; std::getline(ls, item, ',');)
+    out.push_back(std::stod(item));
+  return out;
+}
+
+/// Flips one byte in the middle of `file` (a damaged checkpoint copy).
+inline void flip_a_byte(const fs::path& file) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  const auto middle = static_cast<std::streamoff>(fs::file_size(file) / 2);
+  char c = 0;
+  f.seekg(middle);
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x5a);
+  f.seekp(middle);
+  f.write(&c, 1);
+}
 
 /// Writes `dataset_dir` cut into 2 METIS parts (seed 1) to `out`, as degnn partition would.
 inline void write_two_metis_parts(const fs::path& dataset_dir, const fs::path& out) {
