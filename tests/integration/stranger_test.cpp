@@ -28,10 +28,16 @@ constexpr int kHeld = 3;
 // held header and 100 MB per big HTTP head; a plain build grows 1-2 MiB here. Under ASan the RSS
 // also counts shadow memory and the freed blocks ASan keeps in quarantine (256 MB by default), so
 // the 83 refused handshakes alone grow it 23-36 MiB (CI, 2026-12-05): there the bound is 128 MiB.
+// The slowest epoch under attack, in medians: the stalls the probes caused were 3.5-4.8 s
+// against epochs of about 0.1 s. Under ASan every one of the 83 refused TLS handshakes costs
+// several times its plain CPU on 2 cores, and one epoch took 3.97 medians (1.52 s against 0.38 s,
+// CI, 2026-12-07): there the bound is 6 medians, still well below a multi-second stall.
 #ifdef DEGNN_SANITIZED
 constexpr double kRssGrowthMib = 128.0;
+constexpr double kSlowestInMedians = 6.0;
 #else
 constexpr double kRssGrowthMib = 32.0;
+constexpr double kSlowestInMedians = 3.0;
 #endif
 
 class Strangers : public ::testing::Test {
@@ -204,7 +210,7 @@ void check_attacked_run(const run_result& clean, const run_result& hit, const st
   // 4 of a part's ~47 training nodes), long enough that one scheduling hiccup on a busy 2-core
   // machine is not mistaken for the multi-second stalls the probe is after.
   const double slowest = *std::max_element(hit.epoch_s.begin() + 1, hit.epoch_s.end());
-  EXPECT_LE(slowest, 3 * median) << what << ": median epoch " << median << " s";
+  EXPECT_LE(slowest, kSlowestInMedians * median) << what << ": median epoch " << median << " s";
   std::printf("%s: median epoch %.4f s, slowest %.4f s\n", what.c_str(), median, slowest);
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_LE(std::abs(hit.rss_after[i] - hit.rss_before[i]), kRssGrowthMib)
