@@ -219,16 +219,12 @@ std::string node_process::serve(const membership& members) {
 void node_process::offer_resume_checkpoint() {
   if (mode_.kind != launch_mode::seed || start_.next_step == 0 || s_.checkpoint_dir.empty()) return;
   try {
-    const committed_checkpoint c = load_checkpoint_of_step(s_.checkpoint_dir, start_.next_step);
-    const std::string file =
-        std::filesystem::relative(c.folder / c.record.file, s_.checkpoint_dir).string();
-    (*self_)
-        ->request(node_, std::chrono::seconds(10), offer_atom_v, file, local_key_)
-        .receive([](bool) {},
-                 [&](caf::error& e) { say("offering " + file + ": " + sys_.render(e)); });
-  } catch (const std::exception& e) {
+    offer_checkpoint_of_step(*self_, node_, local_key_, s_.checkpoint_dir, start_.next_step);
+  } catch (const data_error& e) {
     say("the resumed checkpoint is not under --checkpoint-dir, so it is not offered (" +
         std::string(e.what()) + ")");
+  } catch (const std::exception& e) {
+    say(e.what());
   }
 }
 

@@ -10,16 +10,6 @@
 
 namespace degnn::node_process_detail {
 
-namespace {
-
-std::string two_places(double seconds) {
-  char out[32];
-  std::snprintf(out, sizeof out, "%.2f", seconds);
-  return out;
-}
-
-}  // namespace
-
 void node_process::take_announced_view() {
   std::vector<char> bytes;
   (*self_)
@@ -66,19 +56,13 @@ bool node_process::fail_over() {
     stopwatch clock;
     const std::vector<int> lost = lost_members(*self_, node_, local_key_, *mesh_, members_.view,
                                                settings_.silence, id_, known);
-    std::string ranks;
+    need_majority(members_.view, lost);
+    // The coordinator of the view without the lost: the one every member that agrees on them
+    // names.
+    wire::membership_view without = members_.view;
     for (int r : lost)
-      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-    if (const std::string no = without_majority(members_.view, lost); !no.empty())
-      throw std::runtime_error(me_name_ + ": lost node " + ranks + ": " + no +
-                               "; stopping, so that no second coordinator can go on (start every "
-                               "node again with --resume to go on from the last commit)");
-    int successor = -1;
-    for (const auto& m : members_.view.members)
-      if (!m.lost && std::find(lost.begin(), lost.end(), m.rank) == lost.end()) {
-        successor = m.rank;
-        break;
-      }
+      without.members[static_cast<size_t>(r)].lost = true;
+    const int successor = without.coordinator();
     if (successor != id_) {
       say("node " + std::to_string(successor) +
           " (the lowest live rank) coordinates now; waiting for its view");
@@ -88,7 +72,7 @@ bool node_process::fail_over() {
       continue;
     }
     const std::uint64_t back_to = own_commit_step();
-    say("lost node " + ranks + " (found in " + two_places(clock.seconds()) +
+    say("lost node " + rank_list(lost) + " (found in " + two_places(clock.seconds()) +
         " s): this node coordinates from now on");
     if (recovery_.mode == "replace")
       say("the coordinator's partitions are adopted: a replacement joins through the seed, and "
@@ -99,14 +83,10 @@ bool node_process::fail_over() {
     observe_epochs();
     // The epochs node 0 evaluated: the closing line names the whole run's best (those after the
     // roll-back are forgotten when training starts).
-    validation_points kept;
     (*self_)
         ->request(node_, std::chrono::seconds(10), validation_atom_v, local_key_)
-        .receive([&](validation_points& v) { kept = std::move(v); }, [](caf::error&) {});
-    std::vector<validation_point> earlier;
-    for (size_t i = 0; i < kept.epochs.size() && i < kept.valid.size() && i < kept.test.size(); ++i)
-      earlier.push_back({kept.epochs[i], kept.valid[i], kept.test[i]});
-    report_->restore(earlier);
+        .receive([&](std::vector<validation_point>& earlier) { report_->restore(earlier); },
+                 [](caf::error&) {});
     losses_.clear();
     losses_from_ = back_to;
     recoveries_ = 1;

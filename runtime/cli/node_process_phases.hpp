@@ -45,6 +45,21 @@
 
 namespace degnn::node_process_detail {
 
+/// "1, 3" for the log.
+inline std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks)
+    out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+/// "0.25" (seconds, for the log).
+inline std::string two_places(double seconds) {
+  char out[32];
+  std::snprintf(out, sizeof out, "%.2f", seconds);
+  return out;
+}
+
 /// Runs `stop` when destroyed (set once there is something to stop).
 struct stopper {
   std::function<void()> stop;
@@ -90,6 +105,12 @@ class node_process {
   /// The views after losing `lost` (a further one for each member lost meanwhile), announced
   /// and moved to, rolling back to `back_to`; the coordinator wired to the last.
   void move_cluster(std::vector<int> lost, std::uint64_t back_to, bool adopt_only);
+  /// Keep-majority: throws, naming `lost`, unless the members of `view` left after losing them
+  /// are a strict majority of its live members (this side may be the smaller one of a split, or
+  /// this node was paused past the time-out and declared lost).
+  void need_majority(const wire::membership_view& view, const std::vector<int>& lost) const;
+  /// The run's steps (every epoch's), once the coordinator knows the training-set sizes.
+  std::uint64_t total_steps() const;
 
   void say(const std::string& line) const;
   std::shared_ptr<const graph_partition> load_part(int p) const;

@@ -95,15 +95,8 @@ void node_process::observe_epochs() {
   report_->observe([this](const epoch_record& r) {
     if (board_) board_->on_epoch(r);
     if (!r.evaluated || !mesh_) return;
-    validation_points v;
-    auto add = [&](int epoch, double valid, double test) {
-      v.epochs.push_back(epoch);
-      v.valid.push_back(valid);
-      v.test.push_back(test);
-    };
-    for (const auto& p : report_->history())
-      add(p.epoch, p.valid, p.test);
-    add(r.epoch, r.valid_acc, r.test_acc);  // not in the history before the observers ran
+    std::vector<validation_point> v = report_->history();
+    v.push_back({r.epoch, r.valid_acc, r.test_acc});  // not in the history before the observers ran
     for (size_t p = 0; p < n_; ++p)
       if (static_cast<int>(p) != id_ && !members_.view.members[p].lost)
         (*self_)->send(mesh_->node_of(p), validation_atom_v, v, members_.view.secret);
@@ -131,10 +124,21 @@ int node_process::coordinate() {
   return finish();
 }
 
+std::uint64_t node_process::total_steps() const {
+  return static_cast<std::uint64_t>(s_.epochs) * batches_per_epoch(train_sizes_, s_.batch_size);
+}
+
+void node_process::need_majority(const wire::membership_view& view,
+                                 const std::vector<int>& lost) const {
+  if (const std::string no = without_majority(view, lost); !no.empty())
+    throw std::runtime_error(me_name_ + ": lost node " + rank_list(lost) + ": " + no +
+                             "; stopping, so that no second coordinator can go on (start every "
+                             "node again with --resume to go on from the last commit)");
+}
+
 void node_process::train_until_done() {
-  const auto total =
-      static_cast<std::uint64_t>(s_.epochs) * batches_per_epoch(train_sizes_, s_.batch_size);
-  if (recoveries_ > 0 && first_step_ >= total) {  // a successor whose last commit ended the run
+  if (recoveries_ > 0 &&
+      first_step_ >= total_steps()) {  // a successor whose last commit ended the run
     say("the run's last step was committed before the coordinator was lost: nothing to redo");
     return;
   }
@@ -169,17 +173,6 @@ void node_process::train_until_done() {
   }
 }
 
-namespace {
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (int r : ranks)
-    out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return out;
-}
-
-}  // namespace
-
 bool node_process::recover(const std::exception& failure) {
   const std::string why = with_node_of_partition(members_.view, failure.what());
   stopwatch clock;
@@ -196,20 +189,15 @@ bool node_process::recover(const std::exception& failure) {
   // Back to the last checkpoint every replica wrote (its commit records may be missing where a
   // node was lost during phase 2); before any: where this training started.
   const std::uint64_t back_to = st.durable_next_step > 0 ? st.durable_next_step : first_step_;
-  char probed[32];
-  std::snprintf(probed, sizeof probed, "%.2f", clock.seconds());
   say("lost node " + rank_list(lost) + " at step " + std::to_string(st.step) + " (" + why +
-      "; found in " + probed + " s)");
-  // Keep-majority: this side may be the smaller one of a split (or this node was paused past
-  // the time-out and declared lost): it stops rather than go on beside a second coordinator.
-  if (const std::string no = without_majority(members_.view, lost); !no.empty()) {
+      "; found in " + two_places(clock.seconds()) + " s)");
+  try {
+    need_majority(members_.view, lost);
+  } catch (const std::exception&) {
     if (board_) board_->set_phase("failed");
-    throw std::runtime_error(me_name_ + ": " + no +
-                             "; stopping, so that no second coordinator can go on (start every "
-                             "node again with --resume to go on from the last commit)");
+    throw;
   }
-  if (back_to >=
-      static_cast<std::uint64_t>(s_.epochs) * batches_per_epoch(train_sizes_, s_.batch_size)) {
+  if (back_to >= total_steps()) {
     say("the run's last step was saved before the loss: nothing to redo");
     return false;
   }
@@ -218,9 +206,7 @@ bool node_process::recover(const std::exception& failure) {
   losses_.resize(std::min<std::size_t>(losses_.size(), back_to - std::min(back_to, losses_from_)));
   first_step_ = back_to;
   ++recoveries_;
-  char took[32];
-  std::snprintf(took, sizeof took, "%.2f", clock.seconds());
-  say("recovered in " + std::string(took) + " s: training again from step " +
+  say("recovered in " + two_places(clock.seconds()) + " s: training again from step " +
       std::to_string(back_to) + "; " + std::to_string(st.step - std::min(st.step, back_to)) +
       " steps done since that commit are redone");
   return true;
@@ -240,7 +226,6 @@ void node_process::move_cluster(std::vector<int> lost, std::uint64_t back_to, bo
                                      next.members[static_cast<size_t>(lost[0])].name) +
         "; every node rolls back to step " + std::to_string(back_to) +
         " (the last checkpoint every node wrote)");
-    if (board_) board_->set_view(next);
     if (board_ && board_->drop_trace())
       say("the console's trace ends unwritten: every actor is new");
     try {
@@ -258,10 +243,7 @@ void node_process::move_cluster(std::vector<int> lost, std::uint64_t back_to, bo
       if (more.empty()) throw;
       say("view " + std::to_string(next.id) + " failed (" + e.what() + "): lost node " +
           rank_list(more) + " too");
-      if (const std::string no = without_majority(next, more); !no.empty())
-        throw std::runtime_error(me_name_ + ": " + no +
-                                 "; stopping (start every node again with "
-                                 "--resume to go on from the last commit)");
+      need_majority(next, more);
       base = next;
       lost = more;
     }

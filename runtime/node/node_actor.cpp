@@ -188,10 +188,11 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
         const auto& gone = self->state.gone;
         return std::vector<std::int32_t>(gone.begin(), gone.end());
       },
-      [self](validation_atom, validation_points& points, const std::string& secret) {
+      [self](validation_atom, std::vector<validation_point>& points, const std::string& secret) {
         if (from_node0(self, secret)) self->state.validation = std::move(points);
       },
-      [self](validation_atom, const std::string& key) -> caf::result<validation_points> {
+      [self](validation_atom,
+             const std::string& key) -> caf::result<std::vector<validation_point>> {
         if (!from_this_process(self, key))
           return actor_error(actor_errc::rejected, "asked outside this node's process");
         return self->state.validation;

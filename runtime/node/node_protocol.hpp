@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "runtime/train/validation_history.hpp"
 
 namespace degnn {
 
@@ -52,18 +53,12 @@ typename Inspector::result_type inspect(Inspector& f, node_role& x) {
            x.num_train, x.view_secret, x.view_id);
 }
 
-/// The evaluated epochs of the run so far (1-based epoch, validation and test accuracy), which the
-/// coordinator gives every member after each epoch: a successor's closing line names the best
+/// An evaluated epoch (1-based epoch, validation and test accuracy): the coordinator gives every
+/// member the run's after each evaluation, so a successor's closing line names the best
 /// validation epoch of the whole run, not only of the epochs it coordinated.
-struct validation_points {
-  std::vector<std::int32_t> epochs;
-  std::vector<double> valid;
-  std::vector<double> test;
-};
-
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, validation_points& x) {
-  return f(caf::meta::type_name("degnn.validation_points"), x.epochs, x.valid, x.test);
+typename Inspector::result_type inspect(Inspector& f, validation_point& x) {
+  return f(caf::meta::type_name("degnn.validation_point"), x.epoch, x.valid, x.test);
 }
 
 }  // namespace degnn
@@ -71,7 +66,7 @@ typename Inspector::result_type inspect(Inspector& f, validation_points& x) {
 CAF_BEGIN_TYPE_ID_BLOCK(degnn_runtime, caf::id_block::degnn_coordinator::end)
 CAF_ADD_TYPE_ID(degnn_runtime, (degnn::node_greeting))
 CAF_ADD_TYPE_ID(degnn_runtime, (degnn::node_role))
-CAF_ADD_TYPE_ID(degnn_runtime, (degnn::validation_points))
+CAF_ADD_TYPE_ID(degnn_runtime, (std::vector<degnn::validation_point>))
 CAF_ADD_TYPE_ID(degnn_runtime, (std::vector<std::int64_t>))
 CAF_ADD_ATOM(degnn_runtime, degnn, greet_atom, "greet")
 CAF_ADD_ATOM(degnn_runtime, degnn, greeted_atom, "greeted")
@@ -177,7 +172,7 @@ using node_actor = caf::typed_actor<
     caf::replies_to<offer_atom, std::string, std::string>::with<bool>,
     caf::replies_to<gone_atom, std::string>::with<std::vector<std::int32_t>>,
     caf::replies_to<watch_atom, std::int32_t, caf::strong_actor_ptr, std::string>::with<bool>,
-    caf::reacts_to<validation_atom, validation_points, std::string>,
-    caf::replies_to<validation_atom, std::string>::with<validation_points>>;
+    caf::reacts_to<validation_atom, std::vector<validation_point>, std::string>,
+    caf::replies_to<validation_atom, std::string>::with<std::vector<validation_point>>>;
 
 }  // namespace degnn

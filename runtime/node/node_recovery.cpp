@@ -33,6 +33,21 @@ wire::membership_view successor(const wire::membership_view& view, std::uint64_t
   return next;
 }
 
+// Fetches the seed's copy of the checkpoint of `step` (offered under checkpoint/) into
+// `here`/checkpoint/; false when the seed offers none.
+bool fetch_seed_checkpoint(caf::actor_system& sys, const node_actor& seed,
+                           const std::string& seed_address, const std::filesystem::path& here,
+                           std::uint64_t step) {
+  seed_file_client files(sys, seed, seed_address, here);
+  const std::string suffix = "/" + checkpoint_file_name(step);
+  for (const auto& f : files.manifest().files) {
+    if (f.path.rfind(kSeedCheckpointPrefix, 0) != 0 || !f.path.ends_with(suffix)) continue;
+    files.fetch({f.path});
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<int> lost_members(caf::scoped_actor& self, const node_actor& node,
@@ -170,6 +185,14 @@ std::string moved_partitions(const wire::membership_view& before,
   return out;
 }
 
+void offer_checkpoint_of_step(caf::scoped_actor& self, const node_actor& node,
+                              const std::string& local_key, const std::string& dir,
+                              std::uint64_t step) {
+  const committed_checkpoint c = load_checkpoint_of_step(dir, step);
+  const std::string file = std::filesystem::relative(c.folder / c.record.file, dir).string();
+  ask_true(self, node, std::chrono::seconds(30), "offering " + file, offer_atom_v, file, local_key);
+}
+
 wire::membership_view next_view(caf::scoped_actor& self, const node_actor& node,
                                 const std::string& local_key, const wire::context& ctx,
                                 const wire::membership_view& view, const std::vector<int>& lost,
@@ -178,11 +201,7 @@ wire::membership_view next_view(caf::scoped_actor& self, const node_actor& node,
   // The state every member rolls back to, offered to the members (one whose own copy is damaged
   // restores it from this one) and to the replacements (none: a fresh start).
   try {
-    const committed_checkpoint c = load_checkpoint_of_step(rs.checkpoint_dir, step);
-    const std::string file =
-        std::filesystem::relative(c.folder / c.record.file, rs.checkpoint_dir).string();
-    ask_true(self, node, std::chrono::seconds(30), "offering " + file, offer_atom_v, file,
-             local_key);
+    offer_checkpoint_of_step(self, node, local_key, rs.checkpoint_dir, step);
   } catch (const data_error&) {
     if (step != 0) throw;
   }
@@ -214,13 +233,8 @@ cluster_start replacement_start(caf::actor_system& sys, const node_actor& seed,
                                 const replica_config& rc, std::uint64_t run_id, int parts,
                                 std::uint64_t step) {
   const auto here = std::filesystem::path(checkpoint_dir) / "from-seed";
-  seed_file_client files(sys, seed, seed_address, here);
-  const std::string suffix = "/" + checkpoint_file_name(step);
-  for (const auto& f : files.manifest().files) {
-    if (f.path.rfind(kSeedCheckpointPrefix, 0) != 0 || !f.path.ends_with(suffix)) continue;
-    files.fetch({f.path});
+  if (fetch_seed_checkpoint(sys, seed, seed_address, here, step))
     return load_cluster_start_in((here / kSeedCheckpointPrefix).string(), rc, run_id, parts, step);
-  }
   if (step != 0)
     throw std::runtime_error("the seed at " + seed_address + " offers no checkpoint of step " +
                              std::to_string(step) + ", which the cluster rolled back to");
@@ -232,25 +246,21 @@ std::string restore_checkpoint_from_seed(caf::actor_system& sys, const node_acto
                                          const std::vector<std::int32_t>& partitions,
                                          std::uint64_t step) {
   const auto here = std::filesystem::path(dir) / "from-seed";
-  seed_file_client files(sys, seed, seed_address, here);
   const std::string name = checkpoint_file_name(step);
-  for (const auto& f : files.manifest().files) {
-    if (f.path.rfind(kSeedCheckpointPrefix, 0) != 0 || !f.path.ends_with("/" + name)) continue;
-    files.fetch({f.path});
-    // Decoded and checked before it replaces anything (the seed's copy could be damaged too).
-    const committed_checkpoint c = load_checkpoint_of_step(here / kSeedCheckpointPrefix, step);
-    const auto bytes = read_whole_file(c.folder / c.record.file);
-    if (!bytes) throw data_error::at((c.folder / c.record.file).string(), 0, "cannot be read");
-    for (std::int32_t p : partitions) {
-      const auto folder = replica_checkpoint_dir(dir, p);
-      std::filesystem::create_directories(folder);
-      write_file_durably(folder / name, *bytes);
-    }
-    std::error_code ignored;
-    std::filesystem::remove_all(here, ignored);
-    return name;
+  if (!fetch_seed_checkpoint(sys, seed, seed_address, here, step))
+    throw std::runtime_error("the seed at " + seed_address + " offers no copy of " + name);
+  // Decoded and checked before it replaces anything (the seed's copy could be damaged too).
+  const committed_checkpoint c = load_checkpoint_of_step(here / kSeedCheckpointPrefix, step);
+  const auto bytes = read_whole_file(c.folder / c.record.file);
+  if (!bytes) throw data_error::at((c.folder / c.record.file).string(), 0, "cannot be read");
+  for (std::int32_t p : partitions) {
+    const auto folder = replica_checkpoint_dir(dir, p);
+    std::filesystem::create_directories(folder);
+    write_file_durably(folder / name, *bytes);
   }
-  throw std::runtime_error("the seed at " + seed_address + " offers no copy of " + name);
+  std::error_code ignored;
+  std::filesystem::remove_all(here, ignored);
+  return name;
 }
 
 void announce_view(caf::scoped_actor& self, const node_mesh& mesh, const wire::context& ctx,

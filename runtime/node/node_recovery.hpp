@@ -65,6 +65,13 @@ struct recovery_settings {
   std::string seed_address;  ///< where a replacement joins (for the log)
 };
 
+/// The seed offers its copy (under `dir`) of the checkpoint of `step` to the members and
+/// replacements it accepted; throws data_error when `dir` holds none, runtime_error when the
+/// node actor refuses.
+void offer_checkpoint_of_step(caf::scoped_actor& self, const node_actor& node,
+                              const std::string& local_key, const std::string& dir,
+                              std::uint64_t step);
+
 /// Node 0's next view after losing `lost`, rolling back to global step `step`: adopted_view, or
 /// (replace) the checkpoint of `step` offered to joiners, one replacement awaited per lost
 /// member, and the view given to them. Logs its progress through `say`.

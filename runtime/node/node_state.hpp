@@ -61,7 +61,8 @@ struct node_state {
   std::map<std::int32_t, std::chrono::steady_clock::time_point> last_heard;
   std::set<std::int32_t> silent;
   std::chrono::steady_clock::time_point last_poll{};
-  validation_points validation;  ///< the run's evaluated epochs, as the coordinator last gave them
+  /// The run's evaluated epochs, as the coordinator last gave them.
+  std::vector<validation_point> validation;
   bool farewell = false;         ///< the coordinator said bye: its going away is the end of the run
   std::string farewell_failure;  ///< with its bye: "" or why it stopped the run
   /// A newer view node 0 announced after losing a member, until this node's runtime takes it.

@@ -19,20 +19,18 @@ void forget_replaced(node_state& st, const wire::membership_view& view) {
   }
 }
 
-// Whether the sender coordinates `view`: the coordinator of the current view, or, when `view`
-// counts that one lost, the member it names coordinator (its lowest live rank, the successor),
-// found by a partition the successor serves now.
-bool from_coordinator_of(node_pointer self, const wire::membership_view& view,
-                         const std::string& secret) {
-  if (from_node0(self, secret)) return true;
+// Whether the sender serves, in the current view, a partition that `view`'s coordinator serves:
+// the current coordinator (it serves partition 0 in both), or, when `view` counts that one lost,
+// the member it names coordinator (its lowest live rank, the successor). The caller checked the
+// view's secret.
+bool from_coordinator_of(node_pointer self, const wire::membership_view& view) {
   const auto& st = self->state;
   const auto sender = self->current_sender();
-  if (!sender || !st.role || secret != st.role->view_secret) return false;
   const int coord = view.coordinator();
-  if (coord < 0) return false;
+  if (!sender || coord < 0) return false;
   for (std::int32_t part : view.members[static_cast<size_t>(coord)].partitions) {
     const auto p = static_cast<size_t>(part);
-    if (part != 0 && p < st.part_nodes.size() && st.part_nodes[p] == sender->node()) return true;
+    if (p < st.part_nodes.size() && st.part_nodes[p] == sender->node()) return true;
   }
   return false;
 }
@@ -52,7 +50,7 @@ caf::result<bool> take_new_view(node_pointer self, const std::vector<char>& byte
   } catch (const wire::wire_error& e) {
     return actor_error(actor_errc::rejected, std::string("a malformed view: ") + e.what());
   }
-  if (!from_coordinator_of(self, view, secret))
+  if (!from_coordinator_of(self, view))
     return actor_error(actor_errc::rejected, "a new view is taken from the coordinator only");
   if (view.members.size() != static_cast<size_t>(st.role->nodes))
     return actor_error(actor_errc::rejected, "a view of another cluster size");

@@ -63,6 +63,12 @@ class Console : public ::testing::Test {
     EXPECT_TRUE(wait_for(log(name + "0"), "epoch   6", 90s)) << read_file(log(name + "0"));
     return seed;
   }
+  // Node k's options in a cluster that recovers inside the run and lets the console kill:
+  // --allow-faults --recover adopt, its checkpoints in `ck`/k.
+  static std::vector<std::string> recovering_node(const fs::path& ck, int k) {
+    return {"--allow-faults", "--recover", "adopt", "--checkpoint-dir",
+            (ck / std::to_string(k)).string()};
+  }
   // Runs `degnn console ARGS` (through sh when stdin is given); returns exit code and output.
   std::pair<int, std::string> console(const std::vector<std::string>& args,
                                       const std::string& stdin_text = "") {

@@ -150,10 +150,7 @@ TEST_F(Console, CutHoldsTheStepsAcrossItAndHealLetsThemGoOn) {
 // Three nodes: two keep a majority after the loss (a 2-node cluster stops instead).
 TEST_F(Console, ANodeKilledFromTheConsoleIsRecoveredAndTheConsoleShowsTheNewView) {
   const fs::path ck = dir_->path / "recover-ck";
-  auto args = [&](int k) {
-    return std::vector<std::string>{"--allow-faults", "--recover", "adopt", "--checkpoint-dir",
-                                    (ck / std::to_string(k)).string()};
-  };
+  auto args = [&](int k) { return recovering_node(ck, k); };
   const std::string node0 = start_cluster("recover", args(0), args(1), args(2));
   const auto [krc, kill] = console({node0, "-c", "kill 1"});
   ASSERT_EQ(krc, 0) << kill;
@@ -192,10 +189,7 @@ TEST_F(Console, ANodeKilledFromTheConsoleIsRecoveredAndTheConsoleShowsTheNewView
 // and the steps go on.
 TEST_F(Console, ADamagedCopyAtARollbackIsRestoredFromTheSeedsCopy) {
   const fs::path ck = dir_->path / "rollback-ck";
-  auto args = [&](int k) {
-    return std::vector<std::string>{"--allow-faults", "--recover", "adopt", "--checkpoint-dir",
-                                    (ck / std::to_string(k)).string()};
-  };
+  auto args = [&](int k) { return recovering_node(ck, k); };
   const std::string node0 = start_cluster("rollback", args(0), args(1), args(2));
   ASSERT_EQ(console({node0, "-c", "checkpoint"}).first, 0);
   ASSERT_TRUE(
