@@ -19,6 +19,8 @@ const char* to_string(actor_errc x) {
       return "failed";
     case actor_errc::damaged:
       return "damaged";
+    case actor_errc::superseded:
+      return "superseded";
   }
   return "unknown error";
 }

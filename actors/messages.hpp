@@ -102,6 +102,7 @@ enum class actor_errc : std::uint8_t {
   peer_failed,   ///< a request this actor made to a peer failed or timed out
   internal,      ///< an actor could not do what was asked (its own data or state)
   damaged,       ///< a message's checksum did not match: refused unread, may be sent again
+  superseded,    ///< the asker acts for a view this node has left: it was left behind
 };
 const char* to_string(actor_errc x);
 

@@ -109,6 +109,8 @@ class node_process {
   /// are a strict majority of its live members (this side may be the smaller one of a split, or
   /// this node was paused past the time-out and declared lost).
   void need_majority(const wire::membership_view& view, const std::vector<int>& lost) const;
+  /// The end of a node the others went on without (a member follows a later view).
+  [[noreturn]] void stop_left_behind(const std::exception& e);
   /// The run's steps (every epoch's), once the coordinator knows the training-set sizes.
   std::uint64_t total_steps() const;
 

@@ -87,7 +87,13 @@ int node_process::serve_until_stopped() {
     const std::string who = "the coordinator (node " + std::to_string(coord) + ")";
     if (!bye.empty()) throw std::runtime_error(me_name_ + ": " + who + " stopped: " + bye.front());
     if (!recovers_) throw std::runtime_error(me_name_ + ": lost " + who + "; stopping");
-    if (fail_over()) return coordinate();
+    bool coordinates = false;
+    try {
+      coordinates = fail_over();
+    } catch (const left_behind& e) {
+      stop_left_behind(e);
+    }
+    if (coordinates) return coordinate();
   }
 }
 
@@ -130,10 +136,32 @@ std::uint64_t node_process::total_steps() const {
 
 void node_process::need_majority(const wire::membership_view& view,
                                  const std::vector<int>& lost) const {
-  if (const std::string no = without_majority(view, lost); !no.empty())
-    throw std::runtime_error(me_name_ + ": lost node " + rank_list(lost) + ": " + no +
-                             "; stopping, so that no second coordinator can go on (start every "
-                             "node again with --resume to go on from the last commit)");
+  std::string no = without_majority(view, lost);
+  if (no.empty()) return;
+  // Only a process that runs can be another side: a lost member whose port refuses connections
+  // (a crash, a kill) leaves the count. Silent ones (paused, cut off) still count.
+  const std::vector<int> gone = no_longer_running(view, lost, std::chrono::seconds(1));
+  if (!gone.empty()) {
+    no = without_majority(view, lost, gone);
+    if (no.empty()) {
+      say("node " + rank_list(gone) + " no longer run" + (gone.size() == 1 ? "s" : "") +
+          " (its port refuses connections), so it is on no side: the rest of view " +
+          std::to_string(view.id) + " is a majority without it");
+      return;
+    }
+  }
+  throw std::runtime_error(me_name_ + ": lost node " + rank_list(lost) + ": " + no +
+                           "; stopping, so that no second coordinator can go on (start every "
+                           "node again with --resume to go on from the last commit)");
+}
+
+void node_process::stop_left_behind(const std::exception& e) {
+  if (board_) board_->set_phase("failed");
+  // Their coordinator counted a strict majority without this node, so this side has none.
+  throw std::runtime_error(me_name_ + ": " + e.what() +
+                           ": the other members went on without this node (paused or cut off "
+                           "past the time-out), so its side is not a majority; stopping, so that "
+                           "no second coordinator can go on");
 }
 
 void node_process::train_until_done() {
@@ -168,7 +196,11 @@ void node_process::train_until_done() {
           });
       break;
     } catch (const std::exception& e) {
-      if (!recover(e)) break;
+      try {
+        if (!recover(e)) break;
+      } catch (const left_behind& behind) {
+        stop_left_behind(behind);
+      }
     }
   }
 }
@@ -215,6 +247,7 @@ bool node_process::recover(const std::exception& failure) {
 void node_process::move_cluster(std::vector<int> lost, std::uint64_t back_to, bool adopt_only) {
   // `base`: the last view this node decided (its id the last one announced, taken or not).
   wire::membership_view base = members_.view;
+  std::vector<int> lost_so_far = lost;  // since members_.view
   for (std::size_t attempt = 0;; ++attempt) {
     const wire::membership_view next =
         adopt_only ? adopted_view(base, lost, back_to)
@@ -234,6 +267,8 @@ void node_process::move_cluster(std::vector<int> lost, std::uint64_t back_to, bo
       move_to(next);
       wire_coordinator();
       return;
+    } catch (const left_behind&) {
+      throw;  // another coordinator went on: no further view
     } catch (const std::exception& e) {
       // A member lost while the view changed (a second loss during the recovery) gets a further
       // view without it; anything else, or a loss every member could see, ends the run.
@@ -243,7 +278,15 @@ void node_process::move_cluster(std::vector<int> lost, std::uint64_t back_to, bo
       if (more.empty()) throw;
       say("view " + std::to_string(next.id) + " failed (" + e.what() + "): lost node " +
           rank_list(more) + " too");
-      need_majority(next, more);
+      // Counted against the view every member took, not the one that failed: a side must not
+      // shrink its own count one loss at a time (a 2-2 split found as two losses).
+      std::vector<int> all;  // lost since members_.view (moved to it already, if it is `next`)
+      for (int r : lost_so_far)
+        if (!members_.view.members[static_cast<size_t>(r)].lost) all.push_back(r);
+      all.insert(all.end(), more.begin(), more.end());
+      std::sort(all.begin(), all.end());
+      need_majority(members_.view, all);
+      lost_so_far = all;
       base = next;
       lost = more;
     }

@@ -1,5 +1,6 @@
 // The node actor among its peers: its role in a view, the greetings, the workers it shows and
 // takes, readiness, and the figures node 0's console polls.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -88,7 +89,11 @@ caf::result<bool> take_view(node_pointer self, const peer_view& all, const std::
     return actor_error(actor_errc::rejected, "the view comes from this node's runtime only");
   if (st.has_view || !st.role)
     return actor_error(actor_errc::rejected, "the view is given once, after the role");
-  if (!all.batchers.empty() && all.batchers.front()) st.node0 = {all.batchers.front()->node()};
+  if (!all.batchers.empty() && all.batchers.front()) {
+    const caf::node_id now = all.batchers.front()->node();
+    std::erase(st.node0, now);
+    st.node0.insert(st.node0.begin(), now);
+  }
   st.part_nodes.clear();
   for (const auto& b : all.batchers)
     st.part_nodes.push_back(b ? b->node() : caf::node_id{});
@@ -156,6 +161,11 @@ caf::result<std::vector<std::int64_t>> answer_ready(node_pointer self, const pee
 caf::result<std::vector<std::int64_t>> give_node_stats(node_pointer self) {
   auto& st = self->state;
   const auto sender = self->current_sender();
+  if (sender && !st.node0.empty() && sender->node() != st.node0.front() &&
+      std::find(st.node0.begin(), st.node0.end(), sender->node()) != st.node0.end())
+    return actor_error(actor_errc::superseded,
+                       st.me() + " is in view " + std::to_string(st.role ? st.role->view_id : 0) +
+                           " now, which a later coordinator announced");
   if (!sender || st.node0.empty() || sender->node() != st.node0.front())
     return actor_error(actor_errc::rejected, "figures are given to node 0 only");
   return std::vector<std::int64_t>{static_cast<std::int64_t>(peak_rss_mib() * 1024)};

@@ -9,18 +9,36 @@
 #include "model/durable_file.hpp"
 #include "runtime/node/partition_transfer.hpp"
 #include "runtime/node/seed_file_client.hpp"
+#include "runtime/transport/port_probe.hpp"
 
 namespace degnn {
 
 namespace {
 
-// Asks `to` something it answers with true; throws "WHAT: the error" otherwise.
+bool superseded_error(const caf::error& e) {
+  return e.category() == caf::atom("degnn") &&
+         e.code() == static_cast<std::uint8_t>(actor_errc::superseded);
+}
+
+// The member's own words of a superseded answer, for the log line it ends in.
+std::string superseded_words(const caf::error& e) {
+  const caf::message& m = e.context();
+  if (m.size() == 1 && m.match_element<std::string>(0)) return m.get_as<std::string>(0);
+  return caf::to_string(e);
+}
+
+// Asks `to` something it answers with true; throws "WHAT: the error" otherwise (left_behind when
+// `to` follows a later view).
 template <class Handle, class... Ts>
 void ask_true(caf::scoped_actor& self, const Handle& to, std::chrono::seconds wait,
               const std::string& what, Ts&&... xs) {
   std::string failure;
-  self->request(to, wait, std::forward<Ts>(xs)...)
-      .receive([](bool) {}, [&](caf::error& e) { failure = caf::to_string(e); });
+  bool behind = false;
+  self->request(to, wait, std::forward<Ts>(xs)...).receive([](bool) {}, [&](caf::error& e) {
+    behind = superseded_error(e);
+    failure = behind ? superseded_words(e) : caf::to_string(e);
+  });
+  if (behind) throw left_behind(what + ": " + failure);
   if (!failure.empty()) throw std::runtime_error(what + ": " + failure);
 }
 
@@ -76,28 +94,61 @@ std::vector<int> lost_members(caf::scoped_actor& self, const node_actor& node,
   }
   // Only silence counts: a member that answers with an error (its figures are for the
   // coordinator only) is there.
+  std::string ahead;  // a member's word that it follows a later view
   for (auto& [rank, h] : asked) {
     bool silent = false;
     h.receive([](std::vector<std::int64_t>&) {},
-              [&](caf::error& e) { silent = e == caf::sec::request_timeout; });
+              [&](caf::error& e) {
+                silent = e == caf::sec::request_timeout;
+                if (superseded_error(e) && ahead.empty()) ahead = superseded_words(e);
+              });
     if (silent) lost.push_back(rank);
   }
+  if (!ahead.empty()) throw left_behind(ahead);
   std::sort(lost.begin(), lost.end());
   lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
   return lost;
 }
 
-std::string without_majority(const wire::membership_view& view, const std::vector<int>& lost) {
-  std::size_t live = 0, left = 0;
+std::string without_majority(const wire::membership_view& view, const std::vector<int>& lost,
+                             const std::vector<int>& gone) {
+  auto in = [](const std::vector<int>& list, int r) {
+    return std::find(list.begin(), list.end(), r) != list.end();
+  };
+  std::size_t live = 0, left = 0, dead = 0;
   for (const auto& m : view.members) {
     if (m.lost) continue;
     ++live;
-    if (std::find(lost.begin(), lost.end(), m.rank) == lost.end()) ++left;
+    if (!in(lost, m.rank)) ++left;
+    else if (in(gone, m.rank)) ++dead;
   }
-  if (2 * left > live) return "";
-  return std::to_string(left) + " of view " + std::to_string(view.id) + "'s " +
-         std::to_string(live) + " members are left, not a majority (" +
-         std::to_string(live / 2 + 1) + " needed)";
+  const std::size_t counted = live - dead;
+  if (2 * left > counted) return "";
+  std::string line = std::to_string(left) + " of view " + std::to_string(view.id) + "'s " +
+                     std::to_string(live) + " members are left";
+  if (dead > 0)
+    line += " and " + std::to_string(dead) + " of the lost no longer run" +
+            (dead == 1 ? "s" : "") + " (" + std::to_string(left) + " of " +
+            std::to_string(counted) + " counted)";
+  return line + ", not a majority (" + std::to_string(counted / 2 + 1) + " needed)";
+}
+
+std::vector<int> no_longer_running(const wire::membership_view& view, const std::vector<int>& lost,
+                                   std::chrono::milliseconds wait) {
+  std::vector<endpoint> at;
+  std::vector<int> ranks;
+  for (int r : lost) {
+    if (r < 0 || static_cast<std::size_t>(r) >= view.members.size()) continue;
+    const auto& m = view.members[static_cast<std::size_t>(r)];
+    if (m.lost || m.port == 0) continue;
+    at.push_back({m.host, m.port});
+    ranks.push_back(r);
+  }
+  const std::vector<bool> refused = refused_connections(at, wait);
+  std::vector<int> gone;
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    if (refused[i]) gone.push_back(ranks[i]);
+  return gone;
 }
 
 wire::membership_view adopted_view(const wire::membership_view& view, const std::vector<int>& lost,

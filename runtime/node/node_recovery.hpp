@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -17,10 +18,16 @@
 
 namespace degnn {
 
+/// A member answered that it follows a later view than the one this node acts for: the others
+/// went on without this node (paused or cut off past the time-out), and it must stop.
+struct left_behind : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// Ranks of `view` other than `me` and those in `known_lost` (both counted lost by the caller)
 /// whose node actor is known down to this node's (`node`; a killed process's connection closed)
 /// or that did not answer within `wait` (a stopped process, a cut link). The result includes
-/// `known_lost`, sorted.
+/// `known_lost`, sorted. Throws left_behind if a member follows a later view.
 std::vector<int> lost_members(caf::scoped_actor& self, const node_actor& node,
                               const std::string& local_key, const node_mesh& mesh,
                               const wire::membership_view& view, std::chrono::milliseconds wait,
@@ -28,8 +35,16 @@ std::vector<int> lost_members(caf::scoped_actor& self, const node_actor& node,
 
 /// Keep-majority: "" when the members of `view` left after losing `lost` are a strict majority
 /// of its live members, otherwise why not (a line for the log). Two sides of a split can never
-/// both hold a majority, so at most one goes on; with 2 members no side does.
-std::string without_majority(const wire::membership_view& view, const std::vector<int>& lost);
+/// both hold a majority, so at most one goes on. `gone` (among `lost`): members proven to run no
+/// more (see no_longer_running); a process that does not run is on no side, so they leave the
+/// count, and a crash alone never stops the rest (with 2 members, only a silent loss does).
+std::string without_majority(const wire::membership_view& view, const std::vector<int>& lost,
+                             const std::vector<int>& gone = {});
+
+/// The members among `lost` whose address refuses connections within `wait`: no process listens
+/// there any more (killed, crashed, exited). A paused process or a cut link is silent instead.
+std::vector<int> no_longer_running(const wire::membership_view& view, const std::vector<int>& lost,
+                                   std::chrono::milliseconds wait);
 
 /// The view after losing `lost`: id + 1, the lost members marked so and their partitions given,
 /// one by one, to the survivor serving fewest (ties: the first rank after the lost one, the
@@ -99,7 +114,8 @@ std::string restore_checkpoint_from_seed(caf::actor_system& sys, const node_acto
                                          std::uint64_t step);
 
 /// Gives `next` (after `before`) to every survivor other than `me` (its coordinator) and the
-/// replacements; throws naming one that refused it or did not answer. A member `next` counts
+/// replacements; throws naming one that refused it or did not answer (left_behind if it is in
+/// `next`'s id or a later view already: another coordinator went on). A member `next` counts
 /// lost or replaced is told too, without waiting: if it still runs, it stops.
 void announce_view(caf::scoped_actor& self, const node_mesh& mesh, const wire::context& ctx,
                    const wire::membership_view& before, const wire::membership_view& next, int me);

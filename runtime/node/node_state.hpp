@@ -37,8 +37,9 @@ struct node_state {
   std::vector<caf::typed_response_promise<std::vector<char>>> formed_waiters;
   // -- serving --
   std::optional<node_role> role;
-  /// The coordinator's CAF node: the one serving partition 0 in the view (node 0 until it is
-  /// lost; see membership_view::coordinator). Named node0 for the rank it starts at.
+  /// The coordinator's CAF node first: the one serving partition 0 in the view (node 0 until it
+  /// is lost; see membership_view::coordinator). Named node0 for the rank it starts at. After it,
+  /// the coordinators of earlier views: one that asks again was left behind (a pause, a cut).
   std::vector<caf::node_id> node0;
   std::vector<caf::node_id> part_nodes;           ///< each partition's CAF node, from the view
   std::map<std::int32_t, node_greeting> greeted;  ///< peers whose connection to this node is set up
@@ -67,6 +68,9 @@ struct node_state {
   std::string farewell_failure;  ///< with its bye: "" or why it stopped the run
   /// A newer view node 0 announced after losing a member, until this node's runtime takes it.
   std::vector<char> recovery;
+  /// The newest view id a coordinator announced to this node (taken or not yet): an announce of
+  /// it or an earlier one comes from a coordinator left behind.
+  std::uint64_t announced_view = 0;
   /// The seed, after a member was lost: node 0's runtime waits for a replacement to join.
   std::optional<caf::typed_response_promise<std::vector<char>>> replacing;
   std::vector<std::string> taken;  ///< live members' names and addresses: no replacement's

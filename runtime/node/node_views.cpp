@@ -1,6 +1,8 @@
 // Views after a loss as the node actor takes them: the coordinator's announcement on every member
 // (node 0's, or its successor's after node 0 was lost), and on
 // the seed the replacements it waits for and places.
+#include <algorithm>
+
 #include "runtime/node/node_recovery.hpp"
 #include "runtime/node/node_state.hpp"
 #include "serialization/wire_membership.hpp"
@@ -50,6 +52,13 @@ caf::result<bool> take_new_view(node_pointer self, const std::vector<char>& byte
   } catch (const wire::wire_error& e) {
     return actor_error(actor_errc::rejected, std::string("a malformed view: ") + e.what());
   }
+  // A coordinator of an earlier view that announces one now was left behind (paused or cut off
+  // while the others went on): it learns so, and stops.
+  const std::uint64_t newest = std::max(st.role->view_id, st.announced_view);
+  if (view.id <= newest && view.secret == st.role->view_secret)
+    return actor_error(actor_errc::superseded, st.me() + " is in view " + std::to_string(newest) +
+                                                   " already, not before view " +
+                                                   std::to_string(view.id));
   if (!from_coordinator_of(self, view))
     return actor_error(actor_errc::rejected, "a new view is taken from the coordinator only");
   if (view.members.size() != static_cast<size_t>(st.role->nodes))
@@ -59,6 +68,7 @@ caf::result<bool> take_new_view(node_pointer self, const std::vector<char>& byte
                                                  " is not after view " +
                                                  std::to_string(st.role->view_id));
   st.recovery = bytes;
+  st.announced_view = view.id;
   forget_replaced(st, view);
   if (st.log)
     st.log("view " + std::to_string(view.id) + " announced by node " +
