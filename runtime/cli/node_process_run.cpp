@@ -144,9 +144,11 @@ void node_process::need_majority(const wire::membership_view& view,
   if (!gone.empty()) {
     no = without_majority(view, lost, gone);
     if (no.empty()) {
-      say("node " + rank_list(gone) + " no longer run" + (gone.size() == 1 ? "s" : "") +
-          " (its port refuses connections), so it is on no side: the rest of view " +
-          std::to_string(view.id) + " is a majority without it");
+      const bool one = gone.size() == 1;
+      say("node " + rank_list(gone) +
+          (one ? " no longer runs (its port refuses" : " no longer run (their ports refuse") +
+          " connections), so " + (one ? "it is" : "they are") + " on no side: the rest of view " +
+          std::to_string(view.id) + " is a majority without " + (one ? "it" : "them"));
       return;
     }
   }

@@ -163,9 +163,9 @@ caf::result<std::vector<std::int64_t>> give_node_stats(node_pointer self) {
   const auto sender = self->current_sender();
   if (sender && !st.node0.empty() && sender->node() != st.node0.front() &&
       std::find(st.node0.begin(), st.node0.end(), sender->node()) != st.node0.end())
-    return actor_error(actor_errc::superseded,
-                       st.me() + " is in view " + std::to_string(st.role ? st.role->view_id : 0) +
-                           " now, which a later coordinator announced");
+    return actor_error(actor_errc::superseded, st.me() + " is in view " +
+                                                   std::to_string(st.role ? st.role->view_id : 0) +
+                                                   " now, which a later coordinator announced");
   if (!sender || st.node0.empty() || sender->node() != st.node0.front())
     return actor_error(actor_errc::rejected, "figures are given to node 0 only");
   return std::vector<std::int64_t>{static_cast<std::int64_t>(peak_rss_mib() * 1024)};

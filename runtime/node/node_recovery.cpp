@@ -34,10 +34,12 @@ void ask_true(caf::scoped_actor& self, const Handle& to, std::chrono::seconds wa
               const std::string& what, Ts&&... xs) {
   std::string failure;
   bool behind = false;
-  self->request(to, wait, std::forward<Ts>(xs)...).receive([](bool) {}, [&](caf::error& e) {
-    behind = superseded_error(e);
-    failure = behind ? superseded_words(e) : caf::to_string(e);
-  });
+  self->request(to, wait, std::forward<Ts>(xs)...)
+      .receive([](bool) {},
+               [&](caf::error& e) {
+                 behind = superseded_error(e);
+                 failure = behind ? superseded_words(e) : caf::to_string(e);
+               });
   if (behind) throw left_behind(what + ": " + failure);
   if (!failure.empty()) throw std::runtime_error(what + ": " + failure);
 }
@@ -119,17 +121,18 @@ std::string without_majority(const wire::membership_view& view, const std::vecto
   for (const auto& m : view.members) {
     if (m.lost) continue;
     ++live;
-    if (!in(lost, m.rank)) ++left;
-    else if (in(gone, m.rank)) ++dead;
+    if (!in(lost, m.rank))
+      ++left;
+    else if (in(gone, m.rank))
+      ++dead;
   }
   const std::size_t counted = live - dead;
   if (2 * left > counted) return "";
   std::string line = std::to_string(left) + " of view " + std::to_string(view.id) + "'s " +
                      std::to_string(live) + " members are left";
   if (dead > 0)
-    line += " and " + std::to_string(dead) + " of the lost no longer run" +
-            (dead == 1 ? "s" : "") + " (" + std::to_string(left) + " of " +
-            std::to_string(counted) + " counted)";
+    line += " and " + std::to_string(dead) + " of the lost no longer run" + (dead == 1 ? "s" : "") +
+            " (" + std::to_string(left) + " of " + std::to_string(counted) + " counted)";
   return line + ", not a majority (" + std::to_string(counted / 2 + 1) + " needed)";
 }
 
