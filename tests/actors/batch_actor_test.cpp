@@ -15,6 +15,7 @@
 #include "actors/shard_actor.hpp"
 #include "model/dataset.hpp"
 #include "model/partitioner.hpp"
+#include "tests/actors/cora_half.hpp"
 #include "tests/actors/deterministic_system.hpp"
 
 namespace degnn {
@@ -30,15 +31,14 @@ struct cora_parts {
 
 const cora_parts& cora2() {
   static const cora_parts c = [] {
-    const dataset d = load_dataset(std::filesystem::path(DEGNN_SOURCE_DIR) / "data" / "cora");
-    auto owner = partition_graph(d.graph, d.train, 2, partition_method::random, 5);
+    const test::cora_half half = test::load_cora_half(5);
     cora_parts c;
-    c.book = std::make_shared<partition_book>(std::move(owner), 2);
-    c.part0 = std::make_shared<graph_partition>(extract_partition(d, *c.book, 0));
+    c.book = half.book;
+    c.part0 = half.part;
     c.rc = {.model = "sage",
-            .in_dim = d.num_features(),
+            .in_dim = half.in_dim,
             .hidden = 16,
-            .num_classes = d.num_classes,
+            .num_classes = half.num_classes,
             .num_layers = 2,
             .dropout = 0.5f,
             .lr = 0.01f,

@@ -14,6 +14,7 @@
 #include "model/dataset.hpp"
 #include "model/partitioner.hpp"
 
+#include "tests/actors/cora_half.hpp"
 #include "tests/actors/deterministic_system.hpp"
 
 namespace degnn {
@@ -21,20 +22,8 @@ namespace {
 
 constexpr int kWidth = 4;  // level 1's width
 
-struct cora_part {
-  std::shared_ptr<const partition_book> book;
-  std::shared_ptr<const graph_partition> part;  ///< part 0 of 2 (random)
-};
-
-const cora_part& cora_part0() {
-  static const cora_part c = [] {
-    const dataset d = load_dataset(std::filesystem::path(DEGNN_SOURCE_DIR) / "data" / "cora");
-    auto owner = partition_graph(d.graph, d.train, 2, partition_method::random, 3);
-    cora_part c;
-    c.book = std::make_shared<partition_book>(std::move(owner), 2);
-    c.part = std::make_shared<graph_partition>(extract_partition(d, *c.book, 0));
-    return c;
-  }();
+const test::cora_half& cora_part0() {
+  static const test::cora_half c = test::load_cora_half(3);
   return c;
 }
 
