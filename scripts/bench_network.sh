@@ -437,15 +437,10 @@ with open(plotdat, "w") as out:
     for label, c, e in plot: out.write(f"\"{label}\" {c} {e}\n")
 PY
 
-if ! command -v gnuplot >/dev/null; then
-  log "installing gnuplot-nox for the plot"
-  apt-get install -y -q gnuplot-nox >/dev/null 2>&1 ||
-    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q gnuplot-nox >/dev/null 2>&1; } ||
-    log "could not install gnuplot-nox; no plot"
-fi
-if command -v gnuplot >/dev/null && [ -s "$PLOTDAT" ]; then
-  term=png
-  gnuplot -e 'set terminal' 2>&1 | grep -q pngcairo && term=pngcairo
+# shellcheck source=scripts/plot_helpers.sh
+source scripts/plot_helpers.sh
+if need_gnuplot && [ -s "$PLOTDAT" ]; then
+  term=$(gnuplot_term)
   gnuplot <<GP
 set terminal $term size 1200,600
 set output "$WORK/bench_network.png"

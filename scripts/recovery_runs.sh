@@ -27,7 +27,8 @@
 # line each. SCENARIOS="adopt-kill2 replace-kill2" runs those only (and the reference).
 # Usage: scripts/recovery_runs.sh [EPOCHS] [KILL_AT]   (after scripts/build.sh)
 # Environment: DATASET (default data/pubmed), EVAL_EVERY (5), MAX_BATCHES (steps an epoch, all),
-# HEARTBEAT (node options of the in-run scenarios, "--heartbeat-ms 250 --heartbeat-misses 12").
+# HEARTBEAT (node options of the in-run scenarios, "--heartbeat-ms 250 --heartbeat-misses 12"),
+# PLOT (a .png to draw the fault timeline into; gnuplot-nox is installed if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/fault_helpers.sh
@@ -239,3 +240,41 @@ for scenario in failover-kill0 failover-stop0 adopt-two failover-two; do
   grep -h "not a majority" "$work/$scenario"-*.log >&2 || true
 done
 cat "$work/json"
+
+# The fault timeline (PLOT=FILE.png, default none): one bar per fault, from the fault to
+# detected, to the new view served (failover rows; the others count it in "training again"), to
+# training again. Restart rows (kill-node0, crash-node2) are drawn too: their "detected" is the
+# last process stopped, and "training again" the restarted run's first epoch.
+if [[ -n ${PLOT:-} ]]; then
+  # shellcheck source=scripts/plot_helpers.sh
+  source scripts/plot_helpers.sh
+  python3 - "$work/json" "$work/timeline.dat" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+with open(sys.argv[2], "w") as out:
+    for r in rows:
+        if r.get("detected_s", "-") == "-":
+            continue
+        num = lambda k: float(r[k]) if r.get(k, "-") not in ("-", "") else 0.0
+        out.write(f'"{r["scenario"]}" {num("detected_s")} {num("serving_s")} '
+                  f'{num("training_again_s")}\n')
+PY
+  if need_gnuplot && [[ -s $work/timeline.dat ]]; then
+    gnuplot <<GP
+set terminal $(gnuplot_term) size 1100,550
+set output "$PLOT"
+set title "From the fault to training again, 4 node processes, $(basename "$dataset"), heartbeat: $heartbeat"
+set ylabel "seconds after the fault"
+set style data histogram
+set style histogram rowstacked
+set style fill solid 0.8 border -1
+set boxwidth 0.6
+set xtics rotate by -25 noenhanced
+set key top left
+set grid ytics
+plot "$work/timeline.dat" using 2:xtic(1) title "detected", "" using 3 title "new view served", \
+     "" using 4 title "training again"
+GP
+    echo "plot: $PLOT" >&2
+  fi
+fi
