@@ -36,6 +36,7 @@
 #include "runtime/process/compute_threads.hpp"
 #include "runtime/process/config_error.hpp"
 #include "runtime/process/process_stats.hpp"
+#include "runtime/process/run_gaps.hpp"
 #include "runtime/train/cluster_identity.hpp"
 #include "runtime/train/cluster_resume.hpp"
 #include "runtime/train/cluster_trainer.hpp"
@@ -168,6 +169,8 @@ class node_process {
   std::chrono::seconds connect_time_{0};
   std::optional<node_mesh> mesh_;
   cluster_start first_start_;  ///< before any commit of this run: a recovery rolls back here
+  run_gaps gaps_;              ///< when this process did not run (a pause, a starved machine)
+  run_gaps::clock::time_point view_since_ = run_gaps::clock::now();  ///< members_.view's start
   std::optional<coordinator> coord_;
   std::vector<std::size_t> train_sizes_;
   std::vector<double> losses_;

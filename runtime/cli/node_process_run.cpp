@@ -18,6 +18,7 @@ void node_process::move_to(const wire::membership_view& next) {
   local_.clear();
   std::vector<std::int32_t> folders = members_.view.members[static_cast<size_t>(id_)].partitions;
   members_.view = next;
+  view_since_ = run_gaps::clock::now();
   if (board_) board_->set_view(next);
   const auto& mine = next.members[static_cast<size_t>(id_)].partitions;
   folders.insert(folders.end(), mine.begin(), mine.end());
@@ -139,8 +140,16 @@ void node_process::need_majority(const wire::membership_view& view,
   std::string no = without_majority(view, lost);
   if (no.empty()) return;
   // Only a process that runs can be another side: a lost member whose port refuses connections
-  // (a crash, a kill) leaves the count. Silent ones (paused, cut off) still count.
-  const std::vector<int> gone = no_longer_running(view, lost, std::chrono::seconds(1));
+  // (a crash, a kill) leaves the count. Silent ones (paused, cut off) still count. But if this
+  // node did not run for a while itself, the others may have counted it lost, gone on and ended
+  // since: their closed ports then prove nothing.
+  const double away = std::chrono::duration<double>(gaps_.longest_since(view_since_)).count();
+  const bool was_away = 2 * away > std::chrono::duration<double>(settings_.silence).count();
+  const std::vector<int> gone =
+      was_away ? std::vector<int>{} : no_longer_running(view, lost, std::chrono::seconds(1));
+  if (was_away)
+    no += " (this node did not run for " + two_places(away) +
+          " s, so none of the lost counts as gone: the others may have gone on without it)";
   if (!gone.empty()) {
     no = without_majority(view, lost, gone);
     if (no.empty()) {

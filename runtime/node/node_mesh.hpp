@@ -36,10 +36,11 @@ class node_mesh {
 
   const cluster_handles& handles() const { return handles_; }
   const node_actor& node_of(size_t rank) const { return nodes_[rank]; }
+  /// Whether rank p's node actor is known down to this node's (its process went away).
+  bool gone(size_t p) const;
 
  private:
   [[noreturn]] void fail(const std::string& what) const;
-  bool gone(size_t p) const;
   template <class Ask>
   void ask_until_ready(size_t p, const char* what, deadline until, Ask&& ask);
   void take_workers(size_t p, deadline until);

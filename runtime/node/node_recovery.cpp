@@ -27,20 +27,13 @@ std::string superseded_words(const caf::error& e) {
   return caf::to_string(e);
 }
 
-// Asks `to` something it answers with true; throws "WHAT: the error" otherwise (left_behind when
-// `to` follows a later view).
+// Asks `to` something it answers with true; throws "WHAT: the error" otherwise.
 template <class Handle, class... Ts>
 void ask_true(caf::scoped_actor& self, const Handle& to, std::chrono::seconds wait,
               const std::string& what, Ts&&... xs) {
   std::string failure;
-  bool behind = false;
   self->request(to, wait, std::forward<Ts>(xs)...)
-      .receive([](bool) {},
-               [&](caf::error& e) {
-                 behind = superseded_error(e);
-                 failure = behind ? superseded_words(e) : caf::to_string(e);
-               });
-  if (behind) throw left_behind(what + ": " + failure);
+      .receive([](bool) {}, [&](caf::error& e) { failure = caf::to_string(e); });
   if (!failure.empty()) throw std::runtime_error(what + ": " + failure);
 }
 
@@ -329,10 +322,26 @@ void announce_view(caf::scoped_actor& self, const node_mesh& mesh, const wire::c
       if (!before.members[p].lost) self->send(mesh.node_of(p), recover_atom_v, bytes, next.secret);
       continue;
     }
-    ask_true(self, mesh.node_of(p), std::chrono::seconds(10),
-             "node " + std::to_string(me) + ": node " + std::to_string(p) + " did not take view " +
-                 std::to_string(next.id),
-             recover_atom_v, bytes, next.secret);
+    // Asked every 2 s for up to 10 s: a member lost meanwhile (a second loss during the recovery)
+    // is found gone between the asks instead of after the whole wait. A repeat is answered as
+    // the first was.
+    const std::string what = "node " + std::to_string(me) + ": node " + std::to_string(p) +
+                             " did not take view " + std::to_string(next.id);
+    for (int ask = 1;; ++ask) {
+      bool late = false, behind = false;
+      std::string failure;
+      self->request(mesh.node_of(p), std::chrono::seconds(2), recover_atom_v, bytes, next.secret)
+          .receive([](bool) {},
+                   [&](caf::error& e) {
+                     behind = superseded_error(e);
+                     late = e == caf::sec::request_timeout;
+                     failure = behind ? superseded_words(e) : caf::to_string(e);
+                   });
+      if (behind) throw left_behind(what + ": " + failure);
+      if (failure.empty()) break;
+      if (!late || ask == 5) throw std::runtime_error(what + ": " + failure);
+      if (mesh.gone(p)) throw std::runtime_error(what + ": it is gone");
+    }
   }
 }
 

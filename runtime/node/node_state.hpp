@@ -71,6 +71,7 @@ struct node_state {
   /// The newest view id a coordinator announced to this node (taken or not yet): an announce of
   /// it or an earlier one comes from a coordinator left behind.
   std::uint64_t announced_view = 0;
+  std::vector<char> announced_bytes;  ///< that view's announcement: a repeat is taken as the first
   /// The seed, after a member was lost: node 0's runtime waits for a replacement to join.
   std::optional<caf::typed_response_promise<std::vector<char>>> replacing;
   std::vector<std::string> taken;  ///< live members' names and addresses: no replacement's

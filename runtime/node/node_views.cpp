@@ -54,6 +54,7 @@ caf::result<bool> take_new_view(node_pointer self, const std::vector<char>& byte
   }
   // A coordinator of an earlier view that announces one now was left behind (paused or cut off
   // while the others went on): it learns so, and stops.
+  if (view.id == st.announced_view && bytes == st.announced_bytes) return true;  // asked again
   const std::uint64_t newest = std::max(st.role->view_id, st.announced_view);
   if (view.id <= newest && view.secret == st.role->view_secret)
     return actor_error(actor_errc::superseded, st.me() + " is in view " + std::to_string(newest) +
@@ -69,6 +70,7 @@ caf::result<bool> take_new_view(node_pointer self, const std::vector<char>& byte
                                                  std::to_string(st.role->view_id));
   st.recovery = bytes;
   st.announced_view = view.id;
+  st.announced_bytes = bytes;
   forget_replaced(st, view);
   if (st.log)
     st.log("view " + std::to_string(view.id) + " announced by node " +

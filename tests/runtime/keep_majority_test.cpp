@@ -1,13 +1,19 @@
 // Keep-majority: the count without_majority makes (members proven gone leave it), checked
-// against every split of small clusters so that two sides never both go on; and the port probe
-// that proves a member gone (a refused connection) against real sockets on 127.0.0.1.
+// against every split of small clusters so that two sides never both go on; the port probe that
+// proves a member gone (a refused connection) against real sockets on 127.0.0.1; and run_gaps,
+// which tells a node it was stopped itself (then it proves nobody gone).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <thread>
+
 #include "runtime/node/node_recovery.hpp"
+#include "runtime/process/run_gaps.hpp"
 #include "runtime/transport/port_probe.hpp"
 
 using namespace degnn;
@@ -138,4 +144,43 @@ TEST(PortProbe, NoLongerRunningNamesTheLostMembersWhosePortsRefuse) {
   v.members[2].port = closed_port;
   EXPECT_EQ(no_longer_running(v, {1, 2}, 1000ms), std::vector<int>{2});
   EXPECT_EQ(no_longer_running(v, {1}, 1000ms), std::vector<int>{});
+}
+
+// A child process notes its run gaps; the test stops it (SIGSTOP) for 800 ms: the child finds a
+// gap of about that length since it started, and none since it woke.
+TEST(RunGaps, ATimeTheProcessWasStoppedIsFoundAndNothingAfterIt) {
+  int ready[2], result[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(result), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    run_gaps gaps;
+    const auto start = run_gaps::clock::now();
+    char c = 'r';
+    if (write(ready[1], &c, 1) != 1) _exit(2);
+    std::this_thread::sleep_for(1500ms);  // stopped for 800 ms of it
+    const auto woke = run_gaps::clock::now();
+    std::this_thread::sleep_for(100ms);
+    const long long ms[2] = {
+        std::chrono::duration_cast<std::chrono::milliseconds>(gaps.longest_since(start)).count(),
+        std::chrono::duration_cast<std::chrono::milliseconds>(gaps.longest_since(woke)).count()};
+    _exit(write(result[1], ms, sizeof ms) == sizeof ms ? 0 : 3);
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  std::this_thread::sleep_for(200ms);
+  kill(child, SIGSTOP);
+  std::this_thread::sleep_for(800ms);
+  kill(child, SIGCONT);
+  long long ms[2] = {0, 0};
+  ASSERT_EQ(read(result[0], ms, sizeof ms), static_cast<ssize_t>(sizeof ms));
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_GE(ms[0], 700);
+  EXPECT_LT(ms[0], 5000);
+  EXPECT_LT(ms[1], 250);
+  for (int fd : {ready[0], ready[1], result[0], result[1]})
+    close(fd);
 }
