@@ -169,7 +169,9 @@ void node_process::need_majority(const wire::membership_view& view,
 void node_process::stop_left_behind(const std::exception& e) {
   if (board_) board_->set_phase("failed");
   // Their coordinator counted a strict majority without this node, so this side has none.
-  throw std::runtime_error(me_name_ + ": " + e.what() +
+  std::string what = e.what();  // the announce's words name this node already
+  if (!what.starts_with(me_name_ + ": ")) what = me_name_ + ": " + what;
+  throw std::runtime_error(what +
                            ": the other members went on without this node (paused or cut off "
                            "past the time-out), so its side is not a majority; stopping, so that "
                            "no second coordinator can go on");
