@@ -143,12 +143,12 @@ void node_process::need_majority(const wire::membership_view& view,
   // (a crash, a kill) leaves the count. Silent ones (paused, cut off) still count. But if this
   // node did not run for a while itself, the others may have counted it lost, gone on and ended
   // since: their closed ports then prove nothing.
-  const double away = std::chrono::duration<double>(gaps_.longest_since(view_since_)).count();
-  const bool was_away = 2 * away > std::chrono::duration<double>(settings_.silence).count();
+  const auto away = gaps_.longest_since(view_since_);
+  const bool was_away = 2 * away > settings_.silence;
   const std::vector<int> gone =
       was_away ? std::vector<int>{} : no_longer_running(view, lost, std::chrono::seconds(1));
   if (was_away)
-    no += " (this node did not run for " + two_places(away) +
+    no += " (this node did not run for " + two_places(std::chrono::duration<double>(away).count()) +
           " s, so none of the lost counts as gone: the others may have gone on without it)";
   if (!gone.empty()) {
     no = without_majority(view, lost, gone);

@@ -52,9 +52,9 @@ caf::result<bool> take_new_view(node_pointer self, const std::vector<char>& byte
   } catch (const wire::wire_error& e) {
     return actor_error(actor_errc::rejected, std::string("a malformed view: ") + e.what());
   }
+  if (view.id == st.announced_view && bytes == st.announced_bytes) return true;  // asked again
   // A coordinator of an earlier view that announces one now was left behind (paused or cut off
   // while the others went on): it learns so, and stops.
-  if (view.id == st.announced_view && bytes == st.announced_bytes) return true;  // asked again
   const std::uint64_t newest = std::max(st.role->view_id, st.announced_view);
   if (view.id <= newest && view.secret == st.role->view_secret)
     return actor_error(actor_errc::superseded, st.me() + " is in view " + std::to_string(newest) +
