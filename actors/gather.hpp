@@ -39,6 +39,50 @@ struct gather_stream {
   std::function<void(std::size_t, wire_message&)> each;
 };
 
+/// Sends one numbered request as its fate says (gather's send): held while its link is cut
+/// (the console's `cut`) until the heal or the time-out, held back by a relay when delayed, else
+/// at once; a duplicate copy follows the original (a held one has none) and is answered nowhere.
+template <class Self, class Handle, class Atom, class OnReply, class OnError>
+void send_on_link(Self* self, Atom atom, const Handle& to, int part, wire_message msg,
+                  std::optional<wire_message> again, const link_sender::fate& fate,
+                  std::chrono::milliseconds timeout, OnReply on_reply, OnError on_error) {
+  link_sender& link = self->state.link;
+  // A cut link (the console's `cut`): held until the heal, or until the time-out.
+  const bool held = link.counts() && link.counts()->cut_between(link.part(), part);
+  if (held) {
+    ++link.counts()->held;
+    auto counts = link.shared_counts();
+    const int from = link.part();
+    auto relay = spawn_held_relay(
+        self->home_system(), caf::actor_cast<caf::actor>(to),
+        caf::make_message(atom, std::move(msg)),
+        [counts, from, part] { return counts->cut_between(from, part); }, timeout);
+    self->request(relay, timeout, relay_atom_v).then(std::move(on_reply), std::move(on_error));
+  } else if (fate.delay_ms > 0) {
+    // Held back by a relay that then sends it as this request: the time-out runs from now.
+    if (auto* c = link.counts()) ++c->delayed;
+    auto relay = spawn_delayed_relay(self->home_system(), caf::actor_cast<caf::actor>(to),
+                                     caf::make_message(atom, std::move(msg)),
+                                     std::chrono::milliseconds(fate.delay_ms));
+    self->request(relay, timeout, relay_atom_v).then(std::move(on_reply), std::move(on_error));
+  } else {
+    self->request(to, timeout, atom, std::move(msg)).then(std::move(on_reply), std::move(on_error));
+  }
+  if (again && !held) {
+    if (auto* c = link.counts()) ++c->duplicated;
+    if (fate.delay_ms > 0) {
+      // Behind a delayed original, held back a little longer: the copy must stay the one refused.
+      auto relay = spawn_delayed_relay(self->home_system(), caf::actor_cast<caf::actor>(to),
+                                       caf::make_message(atom, std::move(*again)),
+                                       std::chrono::milliseconds(fate.delay_ms + 5));
+      self->request(relay, timeout, relay_atom_v).then([](wire_message&) {}, [](caf::error&) {});
+    } else {
+      self->request(to, timeout, atom, std::move(*again))
+          .then([](wire_message&) {}, [](caf::error&) {});
+    }
+  }
+}
+
 /// fail is called once, with (index of the request, error) when it takes them, else (error).
 /// Without a stream, done gets every reply in request order; with one, an empty vector.
 template <class Self, class Handle, class Atom, class Done, class Fail>
@@ -129,41 +173,8 @@ void gather(Self* self, Atom atom, std::vector<wire_request<Handle, Atom>> reque
       }
       fail_with(*p, i, err);
     };
-    // A cut link (the console's `cut`): held until the heal, or until the time-out.
-    const bool held = link.counts() && link.counts()->cut_between(link.part(), part);
-    if (held) {
-      ++link.counts()->held;
-      auto counts = link.shared_counts();
-      const int from = link.part();
-      auto relay = spawn_held_relay(
-          self->home_system(), caf::actor_cast<caf::actor>(to),
-          caf::make_message(atom, std::move(msg)),
-          [counts, from, part] { return counts->cut_between(from, part); }, timeout);
-      self->request(relay, timeout, relay_atom_v).then(std::move(on_reply), std::move(on_error));
-    } else if (fate.delay_ms > 0) {
-      // Held back by a relay that then sends it as this request: the time-out runs from now.
-      if (auto* c = link.counts()) ++c->delayed;
-      auto relay = spawn_delayed_relay(self->home_system(), caf::actor_cast<caf::actor>(to),
-                                       caf::make_message(atom, std::move(msg)),
-                                       std::chrono::milliseconds(fate.delay_ms));
-      self->request(relay, timeout, relay_atom_v).then(std::move(on_reply), std::move(on_error));
-    } else {
-      self->request(to, timeout, atom, std::move(msg))
-          .then(std::move(on_reply), std::move(on_error));
-    }
-    if (again && !held) {
-      if (auto* c = link.counts()) ++c->duplicated;
-      if (fate.delay_ms > 0) {
-        // Behind a delayed original, held back a little longer: the copy must stay the one refused.
-        auto relay = spawn_delayed_relay(self->home_system(), caf::actor_cast<caf::actor>(to),
-                                         caf::make_message(atom, std::move(*again)),
-                                         std::chrono::milliseconds(fate.delay_ms + 5));
-        self->request(relay, timeout, relay_atom_v).then([](wire_message&) {}, [](caf::error&) {});
-      } else {
-        self->request(to, timeout, atom, std::move(*again))
-            .then([](wire_message&) {}, [](caf::error&) {});
-      }
-    }
+    send_on_link(self, atom, to, part, std::move(msg), std::move(again), fate, timeout,
+                 std::move(on_reply), std::move(on_error));
   };
   const size_t first = p->stream.window == 0 ? n : std::min(n, p->stream.window);
   while (p->next < first) {

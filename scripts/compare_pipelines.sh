@@ -4,7 +4,9 @@
 # the centralized (DistDGL-style) and decentralized (DEGNN) pipelines on the same 4 METIS
 # partitions, same seed and fanouts (10 per layer), for 2, 3 and 4 layers. Counted, not estimated.
 # Usage: scripts/compare_pipelines.sh [LAYERS...]     (default: 2 3 4)
-#   DEGNN_SYNTH_BATCHES=3 (steps measured on the synthetic graph), DEGNN_SKIP_SYNTH=1 to skip it.
+#   DEGNN_SYNTH_BATCHES=3 (steps measured on the synthetic graph), DEGNN_SKIP_SYNTH=1 to skip it,
+#   PLOT=FILE.png draws MB per step against the layers, both pipelines, log scale (gnuplot-nox is
+#   installed if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 layers=("${@:-2 3 4}")
@@ -71,3 +73,43 @@ for (d, L, p), c in by.items():
     wo = lambda r: r["bytes"] - r["by_kind"].get("allreduce_chunk", 0)
     print(f"| {d} | {L} | {c['bytes'] / max(1, e['bytes']):.1f}x | {wo(c) / max(1, wo(e)):.1f}x |")
 PY
+
+# How the bytes grow with the layers (PLOT=FILE.png, default none): MB per step, log scale, one
+# line per dataset and pipeline.
+if [[ -n ${PLOT:-} ]]; then
+  # shellcheck source=scripts/plot_helpers.sh
+  source scripts/plot_helpers.sh
+  python3 - "$out" "$work/plot" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+series = {}
+for r in rows:
+    series.setdefault((r["dataset"], r["pipeline"]), []).append(
+        (r["layers"], r["bytes"] / 1e6 / max(1, r["steps"])))
+with open(sys.argv[2] + ".dat", "w") as out, open(sys.argv[2] + ".gp", "w") as gp:
+    plots = []
+    for i, ((d, p), pts) in enumerate(sorted(series.items())):
+        for L, mb in sorted(pts):
+            out.write(f"{L} {mb}\n")
+        out.write("\n\n")
+        dash = 1 if p == "centralized" else 2
+        plots.append(f'"{sys.argv[2]}.dat" index {i} with linespoints lw 2 dt {dash} '
+                     f'title "{d}, {p}"')
+    gp.write("plot " + ", ".join(plots) + "\n")
+PY
+  if need_gnuplot && [[ -s $work/plot.dat ]]; then
+    gnuplot <<GP
+set terminal $(gnuplot_term) size 900,550
+set output "$PLOT"
+set title "Bytes sent between 4 nodes per step, fanout 10 per layer (counted)"
+set xlabel "layers"
+set ylabel "MB per step"
+set logscale y
+set xtics 1
+set key top left noenhanced
+set grid
+load "$work/plot.gp"
+GP
+    echo "plot: $PLOT" >&2
+  fi
+fi

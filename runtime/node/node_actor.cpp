@@ -88,132 +88,66 @@ node_actor::behavior_type node_behavior(node_pointer self, wire::context ctx,
   self->set_down_handler([self](caf::down_msg& d) { on_down(self, d); });
   if (self->state.seed && self->state.seed->joins.full()) form(self);  // a cluster of one
   return {
-      [self](manifest_atom) -> caf::result<std::vector<char>> {
-        auto& st = self->state;
-        if (!st.seed)
-          return actor_error(actor_errc::rejected, "only the seed serves partition files");
-        return wire::encode(wire::context{}, st.seed->files);
-      },
-      [self](chunk_atom, const std::vector<char>& b) -> caf::result<std::vector<char>> {
-        return serve_file_chunk(self, b);
-      },
-      [self](challenge_atom) -> caf::result<std::vector<char>> { return give_challenge(self); },
+      [self](manifest_atom) { return give_manifest(self); },
+      [self](chunk_atom, const std::vector<char>& b) { return serve_file_chunk(self, b); },
+      [self](challenge_atom) { return give_challenge(self); },
       [self](join_atom, const std::vector<char>& b) { return take_join(self, b); },
       [self](console_atom, const std::vector<char>& b) { return answer_operator(self, b); },
       [self](console_atom, const std::string& key, const std::string& name,
              const std::string& command) {
         return answer_verified_operator(self, key, name, command);
       },
-      [self](formed_atom, const std::string& key) -> caf::result<std::vector<char>> {
-        auto& st = self->state;
-        if (!from_this_process(self, key) || !st.seed)
-          return actor_error(actor_errc::rejected, "asked for the view outside the seed's process");
-        if (!st.view_bytes.empty()) return st.view_bytes;
-        auto rp = self->make_response_promise<std::vector<char>>();
-        st.formed_waiters.push_back(rp);
-        return rp;
-      },
-      [self](last_call_atom, const std::string& key) {
-        auto& st = self->state;
-        if (!from_this_process(self, key) || !st.seed || st.seed->joins.closed()) return;
-        st.last_call_armed = false;
-        // A joiner may have gone away meanwhile: form only with enough nodes, else wait on.
-        if (st.seed->joins.enough()) form(self);
-      },
+      [self](formed_atom, const std::string& key) { return await_formed_view(self, key); },
+      [self](last_call_atom, const std::string& key) { take_last_call(self, key); },
       [self](fetching_atom, const std::string& status, const std::string& key) {
         if (from_this_process(self, key)) self->state.fetching = status;
       },
-      [self](serve_atom, node_role& role, const std::string& key) -> caf::result<bool> {
+      [self](serve_atom, node_role& role, const std::string& key) {
         return take_role(self, role, key);
       },
-      [self](greet_atom, const node_greeting& g) -> caf::result<std::int32_t> {
-        return take_greeting(self, g);
-      },
-      [self](greeted_atom, std::int32_t peer) -> caf::result<node_greeting> {
-        auto& st = self->state;
-        if (auto it = st.refused.find(peer); it != st.refused.end())
-          return actor_error(actor_errc::rejected, it->second);
-        const auto it = st.greeted.find(peer);
-        return it == st.greeted.end() ? node_greeting{peer, {}, nullptr} : it->second;
-      },
-      [self](workers_atom, std::uint64_t view_id) -> caf::result<peer_view> {
-        return give_workers(self, view_id);
-      },
-      [self](view_atom, const peer_view& all, const std::string& key) -> caf::result<bool> {
+      [self](greet_atom, const node_greeting& g) { return take_greeting(self, g); },
+      [self](greeted_atom, std::int32_t peer) { return give_greeting_of(self, peer); },
+      [self](workers_atom, std::uint64_t view_id) { return give_workers(self, view_id); },
+      [self](view_atom, const peer_view& all, const std::string& key) {
         return take_view(self, all, key);
       },
-      [self](ready_atom, const peer_view& all) -> caf::result<std::vector<std::int64_t>> {
-        return answer_ready(self, all);
+      [self](ready_atom, const peer_view& all) { return answer_ready(self, all); },
+      [self](bye_atom, const std::string& secret, std::string& failure) {
+        return take_bye(self, secret, failure);
       },
-      [self](bye_atom, const std::string& secret, std::string& failure) -> caf::result<bool> {
-        auto& st = self->state;
-        if (!from_node0(self, secret) && !from_this_process(self, secret))
-          return actor_error(actor_errc::rejected, "bye is taken from the coordinator only");
-        // The node ends when the coordinator has gone, not now: closing a connection before it
-        // said bye to every node could drop its routes to the others (CAF 0.17 with TLS).
-        st.farewell = true;
-        st.farewell_failure = std::move(failure);
-        return true;
-      },
-      [self](kill_atom, const std::string& token, std::int32_t signal) -> caf::result<bool> {
+      [self](kill_atom, const std::string& token, std::int32_t signal) {
         return take_kill_order(self, token, signal);
       },
-      [self](cut_atom, const std::string& token, std::uint64_t parts) -> caf::result<bool> {
+      [self](cut_atom, const std::string& token, std::uint64_t parts) {
         return take_cut_order(self, token, parts);
       },
-      [self](node_stats_atom) -> caf::result<std::vector<std::int64_t>> {
-        return give_node_stats(self);
-      },
+      [self](node_stats_atom) { return give_node_stats(self); },
       [self](stats_poll_atom, const std::string& key) { poll_member_stats(self, key); },
       [self](kill_now_atom, const std::string& key, std::int32_t signal) {
         kill_now(self, key, signal);
       },
-      [self](recover_atom, const std::vector<char>& bytes, const std::string& secret)
-          -> caf::result<bool> { return take_new_view(self, bytes, secret); },
-      [self](recovery_atom, const std::string& key) -> caf::result<std::vector<char>> {
-        if (!from_this_process(self, key))
-          return actor_error(actor_errc::rejected, "asked outside this node's process");
-        return std::exchange(self->state.recovery, {});
+      [self](recover_atom, const std::vector<char>& bytes, const std::string& secret) {
+        return take_new_view(self, bytes, secret);
       },
-      [self](replace_atom, std::vector<std::string>& taken, const std::string& key)
-          -> caf::result<std::vector<char>> { return await_replacement(self, taken, key); },
-      [self](place_atom, const std::vector<char>& bytes, const std::string& key)
-          -> caf::result<bool> { return place_replacement(self, bytes, key); },
-      [self](offer_atom, const std::string& path, const std::string& key) -> caf::result<bool> {
+      [self](recovery_atom, const std::string& key) { return give_recovery(self, key); },
+      [self](replace_atom, std::vector<std::string>& taken, const std::string& key) {
+        return await_replacement(self, taken, key);
+      },
+      [self](place_atom, const std::vector<char>& bytes, const std::string& key) {
+        return place_replacement(self, bytes, key);
+      },
+      [self](offer_atom, const std::string& path, const std::string& key) {
         return offer_checkpoint_file(self, path, key);
       },
-      [self](gone_atom, const std::string& key) -> caf::result<std::vector<std::int32_t>> {
-        if (!from_this_process(self, key))
-          return actor_error(actor_errc::rejected, "asked outside this node's process");
-        const auto& gone = self->state.gone;
-        return std::vector<std::int32_t>(gone.begin(), gone.end());
-      },
+      [self](gone_atom, const std::string& key) { return give_gone(self, key); },
       [self](validation_atom, std::vector<validation_point>& points, const std::string& secret) {
-        if (from_node0(self, secret)) self->state.validation = std::move(points);
+        take_validation(self, points, secret);
       },
-      [self](validation_atom,
-             const std::string& key) -> caf::result<std::vector<validation_point>> {
-        if (!from_this_process(self, key))
-          return actor_error(actor_errc::rejected, "asked outside this node's process");
-        return self->state.validation;
+      [self](validation_atom, const std::string& key) { return give_validation(self, key); },
+      [self](watch_atom, std::int32_t rank, caf::strong_actor_ptr& node, const std::string& key) {
+        return watch_peer(self, rank, node, key);
       },
-      [self](watch_atom, std::int32_t rank, caf::strong_actor_ptr& node,
-             const std::string& key) -> caf::result<bool> {
-        auto& st = self->state;
-        if (!from_this_process(self, key) || !node)
-          return actor_error(actor_errc::rejected, "asked outside this node's process");
-        st.watched[rank] = node->address();
-        st.gone.erase(rank);
-        self->monitor(node);
-        return true;
-      },
-      [self](farewell_atom, const std::string& key) -> caf::result<std::vector<std::string>> {
-        if (!from_this_process(self, key))
-          return actor_error(actor_errc::rejected, "asked outside this node's process");
-        const auto& st = self->state;
-        if (!st.farewell) return std::vector<std::string>{};
-        return std::vector<std::string>{st.farewell_failure};
-      },
+      [self](farewell_atom, const std::string& key) { return give_farewell(self, key); },
   };
 }
 

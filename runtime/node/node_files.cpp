@@ -53,4 +53,11 @@ caf::result<bool> offer_checkpoint_file(node_pointer self, const std::string& pa
   }
 }
 
+// The seed's partition file manifest, to a joiner.
+caf::result<std::vector<char>> give_manifest(node_pointer self) {
+  auto& st = self->state;
+  if (!st.seed) return actor_error(actor_errc::rejected, "only the seed serves partition files");
+  return wire::encode(wire::context{}, st.seed->files);
+}
+
 }  // namespace degnn::node_detail

@@ -117,4 +117,24 @@ caf::result<std::vector<char>> give_challenge(node_pointer self) {
   return std::vector<char>(c.begin(), c.end());
 }
 
+// The seed's runtime waits for the formed view (at once if it is formed).
+caf::result<std::vector<char>> await_formed_view(node_pointer self, const std::string& key) {
+  auto& st = self->state;
+  if (!from_this_process(self, key) || !st.seed)
+    return actor_error(actor_errc::rejected, "asked for the view outside the seed's process");
+  if (!st.view_bytes.empty()) return st.view_bytes;
+  auto rp = self->make_response_promise<std::vector<char>>();
+  st.formed_waiters.push_back(rp);
+  return rp;
+}
+
+// The seed's last call for joiners has come: form with the nodes that joined, if enough.
+void take_last_call(node_pointer self, const std::string& key) {
+  auto& st = self->state;
+  if (!from_this_process(self, key) || !st.seed || st.seed->joins.closed()) return;
+  st.last_call_armed = false;
+  // A joiner may have gone away meanwhile: form only with enough nodes, else wait on.
+  if (st.seed->joins.enough()) form(self);
+}
+
 }  // namespace degnn::node_detail

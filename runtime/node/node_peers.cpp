@@ -223,4 +223,33 @@ void poll_member_stats(node_pointer self, const std::string& key) {
   self->delayed_send(self, std::chrono::seconds(1), stats_poll_atom_v, st.local_key);
 }
 
+// A peer's greeting as this node took it (or why it refused it); an empty one if none came yet.
+caf::result<node_greeting> give_greeting_of(node_pointer self, std::int32_t peer) {
+  auto& st = self->state;
+  if (auto it = st.refused.find(peer); it != st.refused.end())
+    return actor_error(actor_errc::rejected, it->second);
+  const auto it = st.greeted.find(peer);
+  return it == st.greeted.end() ? node_greeting{peer, {}, nullptr} : it->second;
+}
+
+// This node's runtime connected to a lower rank's node actor: watch it go down.
+caf::result<bool> watch_peer(node_pointer self, std::int32_t rank, caf::strong_actor_ptr& node,
+                             const std::string& key) {
+  auto& st = self->state;
+  if (!from_this_process(self, key) || !node)
+    return actor_error(actor_errc::rejected, "asked outside this node's process");
+  st.watched[rank] = node->address();
+  st.gone.erase(rank);
+  self->monitor(node);
+  return true;
+}
+
+// The greeted or watched peers whose node actor went down, to this node's runtime.
+caf::result<std::vector<std::int32_t>> give_gone(node_pointer self, const std::string& key) {
+  if (!from_this_process(self, key))
+    return actor_error(actor_errc::rejected, "asked outside this node's process");
+  const auto& gone = self->state.gone;
+  return std::vector<std::int32_t>(gone.begin(), gone.end());
+}
+
 }  // namespace degnn::node_detail

@@ -149,4 +149,30 @@ caf::result<std::vector<char>> await_replacement(node_pointer self, std::vector<
 caf::result<bool> place_replacement(node_pointer self, const std::vector<char>& bytes,
                                     const std::string& key);
 
+/// The seed's partition file manifest, to a joiner.
+caf::result<std::vector<char>> give_manifest(node_pointer self);
+/// The seed's runtime waits for the formed view (at once if it is formed).
+caf::result<std::vector<char>> await_formed_view(node_pointer self, const std::string& key);
+/// The seed's last call for joiners: form with the nodes that joined, if enough.
+void take_last_call(node_pointer self, const std::string& key);
+/// A peer's greeting as this node took it (or why it refused it); empty if none came yet.
+caf::result<node_greeting> give_greeting_of(node_pointer self, std::int32_t peer);
+/// This node's runtime connected to a lower rank's node actor: watch it go down.
+caf::result<bool> watch_peer(node_pointer self, std::int32_t rank, caf::strong_actor_ptr& node,
+                             const std::string& key);
+/// The greeted or watched peers whose node actor went down, to this node's runtime.
+caf::result<std::vector<std::int32_t>> give_gone(node_pointer self, const std::string& key);
+/// The newer view kept for this node's runtime (taken once; empty if none).
+caf::result<std::vector<char>> give_recovery(node_pointer self, const std::string& key);
+/// The coordinator's bye at the end of the run (with why it stopped, if it did).
+caf::result<bool> take_bye(node_pointer self, const std::string& secret, std::string& failure);
+/// Whether the coordinator said bye: {} if not, else {why it stopped ("" if it did not)}.
+caf::result<std::vector<std::string>> give_farewell(node_pointer self, const std::string& key);
+/// The run's evaluated epochs from the coordinator, kept for a successor.
+void take_validation(node_pointer self, std::vector<validation_point>& points,
+                     const std::string& secret);
+/// The evaluated epochs this node keeps, to its runtime.
+caf::result<std::vector<validation_point>> give_validation(node_pointer self,
+                                                           const std::string& key);
+
 }  // namespace degnn::node_detail

@@ -109,4 +109,46 @@ caf::result<bool> place_replacement(node_pointer self, const std::vector<char>& 
   return true;
 }
 
+// The newer view kept for this node's runtime (taken once; empty if none).
+caf::result<std::vector<char>> give_recovery(node_pointer self, const std::string& key) {
+  if (!from_this_process(self, key))
+    return actor_error(actor_errc::rejected, "asked outside this node's process");
+  return std::exchange(self->state.recovery, {});
+}
+
+// The coordinator's bye at the end of the run (with why it stopped, if it did).
+caf::result<bool> take_bye(node_pointer self, const std::string& secret, std::string& failure) {
+  auto& st = self->state;
+  if (!from_node0(self, secret) && !from_this_process(self, secret))
+    return actor_error(actor_errc::rejected, "bye is taken from the coordinator only");
+  // The node ends when the coordinator has gone, not now: closing a connection before it
+  // said bye to every node could drop its routes to the others (CAF 0.17 with TLS).
+  st.farewell = true;
+  st.farewell_failure = std::move(failure);
+  return true;
+}
+
+// Whether the coordinator said bye, to this node's runtime: {} if not, else {why it stopped}.
+caf::result<std::vector<std::string>> give_farewell(node_pointer self, const std::string& key) {
+  if (!from_this_process(self, key))
+    return actor_error(actor_errc::rejected, "asked outside this node's process");
+  const auto& st = self->state;
+  if (!st.farewell) return std::vector<std::string>{};
+  return std::vector<std::string>{st.farewell_failure};
+}
+
+// The run's evaluated epochs from the coordinator, kept for a successor.
+void take_validation(node_pointer self, std::vector<validation_point>& points,
+                     const std::string& secret) {
+  if (from_node0(self, secret)) self->state.validation = std::move(points);
+}
+
+// The evaluated epochs this node keeps, to its runtime.
+caf::result<std::vector<validation_point>> give_validation(node_pointer self,
+                                                           const std::string& key) {
+  if (!from_this_process(self, key))
+    return actor_error(actor_errc::rejected, "asked outside this node's process");
+  return self->state.validation;
+}
+
 }  // namespace degnn::node_detail
