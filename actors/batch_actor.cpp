@@ -206,46 +206,16 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
                                           replica_config model, worker_settings settings,
                                           wire::context ctx) {
   auto& st = self->state;
-  st.part = std::move(part);
-  st.book = std::move(book);
-  st.replica = make_replica(model, settings);
-  st.settings = std::move(settings);
-  st.link = link_sender(st.part->part, st.settings.faults, st.settings.fault_counts);
-  st.ctx = ctx;
+  worker_detail::init_worker(st, std::move(part), std::move(book), model, std::move(settings), ctx);
   if (st.settings.trace) st.stages.keep_spans();
   for (node_id l : st.part->train)
     st.train_global.push_back(st.part->owned[l]);
   st.scratch.assign(static_cast<size_t>(st.book->num_nodes()), -1);
   st.degree.assign(static_cast<size_t>(st.book->num_nodes()), 0);
-  // Every handler: check the kind (and, where the peers are needed, that the view came), serve;
-  // a request that fails validation is refused with an error naming the actor, and counted.
+  // Only the report (counters) is answered to anyone: it is asked before every view is set.
   auto guarded = [self](wire::kind expected, bool needs_peers, const wire_message& m,
                         auto&& serve) -> caf::result<wire_message> {
-    auto& st = self->state;
-    note_mailbox(st.mailbox, self->mailbox().size());
-    // Only the report (counters) is answered to anyone: it is asked before every view is set.
-    auto refuse = [&](const std::string& why) {
-      ++st.rejected;
-      log_refusal(st.settings.on_reject, "batch actor " + std::to_string(st.part->part), m,
-                  self->current_sender(), why);
-      return as_error(st, actor_errc::rejected, why);
-    };
-    if (needs_peers) {
-      if (auto why = outsider(self->current_sender(), self->node(), st.members); !why.empty())
-        return refuse("refused " + why);
-      if (!st.has_view)
-        return as_error(st, actor_errc::not_ready, "not connected to every peer yet");
-    }
-    if (auto r = st.guard.admit(self->current_sender(), m, needs_peers)) {
-      refuse(r->why);
-      return as_error(st, r->code, r->why);
-    }
-    try {
-      expect_kind(m, expected);
-      return serve();
-    } catch (const std::exception& e) {
-      return refuse(e.what());
-    }
+    return worker_detail::serve_guarded(self, expected, needs_peers, true, m, serve);
   };
   auto control = [self](const wire_message& m) {
     return wire::decode_control(self->state.ctx, m.bytes);
@@ -283,15 +253,12 @@ batch_actor::behavior_type batch_behavior(self_ptr self,
                                  &st.stages);
         });
       },
-      [self](trace_atom, const wire_message& m) -> caf::result<wire_message> {
-        return worker_detail::answer_trace_request(self, m);
-      },
-      [self](view_atom, const peer_view& v) {
-        worker_detail::take_view(self, v, [](batch_state& st, const peer_view& v) {
-          st.batchers = handles_of<batch_actor>(v.batchers);
-          st.shards = handles_of<shard_actor>(v.shards);
-        });
-      },
+      worker_detail::trace_handler(self),
+      worker_detail::view_handler(self,
+                                  [](batch_state& st, const peer_view& v) {
+                                    st.batchers = handles_of<batch_actor>(v.batchers);
+                                    st.shards = handles_of<shard_actor>(v.shards);
+                                  }),
   };
 }
 

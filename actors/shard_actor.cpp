@@ -127,42 +127,14 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
                                           replica_config model, worker_settings settings,
                                           wire::context ctx) {
   auto& st = self->state;
-  st.part = std::move(part);
-  st.book = std::move(book);
-  st.replica = make_replica(model, settings);
-  st.settings = std::move(settings);
-  st.link = link_sender(st.part->part, st.settings.faults, st.settings.fault_counts);
-  st.ctx = ctx;
+  worker_detail::init_worker(st, std::move(part), std::move(book), model, std::move(settings), ctx);
   st.halo = halo_cache(st.part->halo);
   if (st.settings.shared_parts) st.halo.share_features(*st.settings.shared_parts, *st.book);
   if (st.settings.trace) st.stages.keep_spans();
   st.scratch.assign(static_cast<size_t>(st.book->num_nodes()), -1);
-  // Every handler: check the kind, serve; a request that fails validation is refused with an
-  // error naming the shard, and counted.
   auto guarded = [self](wire::kind expected, const wire_message& m, auto&& serve,
                         bool members_only = true) -> caf::result<wire_message> {
-    auto& st = self->state;
-    note_mailbox(st.mailbox, self->mailbox().size());
-    auto refuse = [&](const std::string& why) {
-      ++st.rejected;
-      log_refusal(st.settings.on_reject, "shard " + std::to_string(st.part->part), m,
-                  self->current_sender(), why);
-      return as_error(st, actor_errc::rejected, why);
-    };
-    if (members_only) {
-      if (auto why = outsider(self->current_sender(), self->node(), st.members); !why.empty())
-        return refuse("refused " + why);
-    }
-    if (auto r = st.guard.admit(self->current_sender(), m, members_only)) {
-      refuse(r->why);
-      return as_error(st, r->code, r->why);
-    }
-    try {
-      expect_kind(m, expected);
-      return serve();
-    } catch (const std::exception& e) {
-      return refuse(e.what());
-    }
+    return worker_detail::serve_guarded(self, expected, members_only, false, m, serve);
   };
   // Work that needs the peers waits for the view (see messages.hpp).
   auto with_peers = [self, guarded](wire::kind expected, const wire_message& m,
@@ -230,15 +202,12 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
             wire::kind::control, m,
             [&]() -> caf::result<wire_message> { return report(self->state, m); }, false);
       },
-      [self](trace_atom, const wire_message& m) -> caf::result<wire_message> {
-        return worker_detail::answer_trace_request(self, m);
-      },
-      [self](view_atom, const peer_view& v) {
-        worker_detail::take_view(self, v, [](shard_state& st, const peer_view& v) {
-          st.shards = handles_of<shard_actor>(v.shards);
-          st.stores = handles_of<store_actor>(v.stores);
-        });
-      },
+      worker_detail::trace_handler(self),
+      worker_detail::view_handler(self,
+                                  [](shard_state& st, const peer_view& v) {
+                                    st.shards = handles_of<shard_actor>(v.shards);
+                                    st.stores = handles_of<store_actor>(v.stores);
+                                  }),
   };
 }
 
