@@ -1,0 +1,232 @@
+// Model files: the weights under DGL's names, transposed where DGL stores (out, in), and the
+// settings as strings (safetensors metadata, or the JSON bytes of an npz entry degnn_settings).
+#include "model/model_file.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "model/data_error.hpp"
+#include "model/durable_file.hpp"
+
+namespace degnn {
+
+namespace {
+
+constexpr const char* kSettingsEntry = "degnn_settings";
+
+std::map<std::string, std::string> settings_strings(const model_settings& s) {
+  const model_config& c = s.config;
+  return {{"degnn_model_file", "1"},
+          {"model", c.kind == model_kind::gcn ? "gcn" : "sage"},
+          {"aggregator", c.kind == model_kind::gcn ? "gcn" : "mean"},
+          {"layers", std::to_string(c.num_layers)},
+          {"in_dim", std::to_string(c.in_dim)},
+          {"hidden", std::to_string(c.hidden)},
+          {"num_classes", std::to_string(c.num_classes)},
+          {"dropout", std::to_string(c.dropout)},
+          {"normalize_features", s.normalize_features},
+          {"step", std::to_string(s.step)}};
+}
+
+model_settings parse_settings(const std::map<std::string, std::string>& m,
+                              const std::string& file) {
+  auto field = [&](const char* key) -> const std::string& {
+    const auto it = m.find(key);
+    if (it == m.end()) throw data_error::at(file, 0, std::string("its settings have no ") + key);
+    return it->second;
+  };
+  auto number = [&](const char* key) {
+    try {
+      std::size_t used = 0;
+      const long long v = std::stoll(field(key), &used);
+      if (used != field(key).size() || v < 0 || v > (1LL << 31)) throw std::out_of_range(key);
+      return v;
+    } catch (const std::logic_error&) {
+      throw data_error::at(
+          file, 0, std::string("its setting ") + key + " = '" + field(key) + "' is not a count");
+    }
+  };
+  model_settings s;
+  const std::string& model = field("model");
+  if (model != "sage" && model != "gcn")
+    throw data_error::at(file, 0, "its model '" + model + "' is neither sage nor gcn");
+  s.config.kind = model == "gcn" ? model_kind::gcn : model_kind::sage;
+  s.config.num_layers = static_cast<std::int32_t>(number("layers"));
+  s.config.in_dim = static_cast<std::int32_t>(number("in_dim"));
+  s.config.hidden = static_cast<std::int32_t>(number("hidden"));
+  s.config.num_classes = static_cast<std::int32_t>(number("num_classes"));
+  if (auto it = m.find("dropout"); it != m.end()) s.config.dropout = std::stof(it->second);
+  if (auto it = m.find("normalize_features"); it != m.end()) s.normalize_features = it->second;
+  if (s.normalize_features != "none" && s.normalize_features != "row")
+    throw data_error::at(
+        file, 0, "its normalize_features '" + s.normalize_features + "' is neither none nor row");
+  if (m.count("step")) s.step = static_cast<std::uint64_t>(number("step"));
+  return s;
+}
+
+// Where each exported tensor lives among the model's parameters (gnn_model::parameters(), layer by
+// layer: SAGE w_self, w_neigh, bias; GCN weight, bias), and whether it is stored transposed.
+template <class M>
+struct slot {
+  std::string name;
+  M* matrix;
+  bool transposed;  ///< exported (out, in) from the layer's (in, out)
+  bool vector;      ///< exported as 1-D (the (1, out) bias)
+};
+
+template <class M>
+std::vector<slot<M>> slots_of(const model_config& c, const std::vector<M*>& params) {
+  std::vector<slot<M>> out;
+  const bool gcn = c.kind == model_kind::gcn;
+  const std::size_t per_layer = gcn ? 2 : 3;
+  for (std::int32_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    M* const* at = params.data() + static_cast<std::size_t>(l) * per_layer;
+    if (gcn) {
+      out.push_back({p + "weight", at[0], false, false});
+      out.push_back({p + "bias", at[1], false, true});
+    } else {
+      out.push_back({p + "fc_self.weight", at[0], true, false});
+      out.push_back({p + "fc_neigh.weight", at[1], true, false});
+      out.push_back({p + "bias", at[2], false, true});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<named_tensor> export_tensors(const gnn_model& model) {
+  std::vector<named_tensor> out;
+  for (const auto& s : slots_of(model.config(), model.parameters())) {
+    const Matrix& m = *s.matrix;
+    named_tensor t;
+    t.name = s.name;
+    if (s.vector) {
+      t.shape = {m.size()};
+      t.values.assign(m.data(), m.data() + m.size());
+    } else if (s.transposed) {
+      t.shape = {m.cols(), m.rows()};
+      const Matrix mt = m.transpose();
+      t.values.assign(mt.data(), mt.data() + mt.size());
+    } else {
+      t.shape = {m.rows(), m.cols()};
+      t.values.assign(m.data(), m.data() + m.size());
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string encode_model_file(const gnn_model& model, const model_settings& s, model_format f) {
+  model_settings settings = s;
+  settings.config = model.config();
+  const std::vector<named_tensor> tensors = export_tensors(model);
+  std::vector<array_ref> refs;
+  for (const auto& t : tensors)
+    refs.push_back({t.name, array_dtype::f32, t.shape, t.values.data()});
+  const auto strings = settings_strings(settings);
+  if (f == model_format::safetensors) return encode_safetensors(refs, strings);
+  const std::string json = nlohmann::json(strings).dump();
+  refs.push_back(
+      {kSettingsEntry, array_dtype::u8, {static_cast<std::int64_t>(json.size())}, json.data()});
+  return encode_npz(refs);
+}
+
+void save_model_file(const std::filesystem::path& path, const gnn_model& model,
+                     const model_settings& s, model_format f) {
+  write_file_durably(path, encode_model_file(model, s, f));
+}
+
+model_format format_for(const std::filesystem::path& path) {
+  return path.extension() == ".npz" ? model_format::npz : model_format::safetensors;
+}
+
+loaded_model load_model_file(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  const auto bytes = read_whole_file(path);
+  if (!bytes) throw data_error::at(file, 0, "cannot be read (missing or not permitted)");
+  std::vector<stored_array> arrays;
+  std::map<std::string, std::string> strings;
+  if (bytes->size() >= 4 && bytes->compare(0, 4, "PK\x03\x04") == 0) {
+    arrays = decode_npz(*bytes, file);
+    const auto it = std::find_if(arrays.begin(), arrays.end(),
+                                 [](const stored_array& a) { return a.name == kSettingsEntry; });
+    if (it == arrays.end())
+      throw data_error::at(file, 0, std::string("has no ") + kSettingsEntry + " entry");
+    try {
+      strings = nlohmann::json::parse(it->bytes).get<std::map<std::string, std::string>>();
+    } catch (const nlohmann::json::exception& e) {
+      throw data_error::at(file, 0,
+                           std::string(kSettingsEntry) +
+                               " is not a JSON object of "
+                               "strings: " +
+                               e.what());
+    }
+    arrays.erase(it);
+  } else {
+    arrays = decode_safetensors(*bytes, file, &strings);
+  }
+  model_settings settings = parse_settings(strings, file);
+  gnn_model model(settings.config);  // throws on a non-positive size
+  std::map<std::string, const stored_array*> by_name;
+  for (const auto& a : arrays)
+    by_name[a.name] = &a;
+  for (const auto& s : slots_of(model.config(), model.parameters())) {
+    const auto it = by_name.find(s.name);
+    if (it == by_name.end()) throw data_error::at(file, 0, "has no tensor " + s.name);
+    const stored_array& a = *it->second;
+    Matrix& m = *s.matrix;
+    const std::vector<std::int64_t> want =
+        s.vector ? std::vector<std::int64_t>{m.size()}
+                 : (s.transposed ? std::vector<std::int64_t>{m.cols(), m.rows()}
+                                 : std::vector<std::int64_t>{m.rows(), m.cols()});
+    if (a.shape != want) {
+      auto text = [](const std::vector<std::int64_t>& v) {
+        std::string t = "(";
+        for (std::size_t i = 0; i < v.size(); ++i)
+          t += (i ? ", " : "") + std::to_string(v[i]);
+        return t + ")";
+      };
+      throw data_error::at(
+          file, 0, s.name + " has shape " + text(a.shape) + ", the settings ask " + text(want));
+    }
+    const std::vector<float> v = a.as_floats();
+    for (float x : v)
+      if (!std::isfinite(x)) throw data_error::at(file, 0, s.name + " holds a NaN or infinity");
+    if (s.transposed) {
+      m = Eigen::Map<const Matrix>(v.data(), m.cols(), m.rows()).transpose();
+    } else {
+      std::copy(v.begin(), v.end(), m.data());
+    }
+    by_name.erase(it);
+  }
+  if (!by_name.empty())
+    throw data_error::at(file, 0,
+                         "holds a tensor this model does not have: " + by_name.begin()->first);
+  return {settings, std::move(model)};
+}
+
+model_settings init_from_model_file(gnn_model& model, const std::filesystem::path& path) {
+  loaded_model loaded = load_model_file(path);
+  const model_config& want = model.config();
+  const model_config& have = loaded.model.config();
+  if (want.kind != have.kind || want.num_layers != have.num_layers || want.in_dim != have.in_dim ||
+      want.hidden != have.hidden || want.num_classes != have.num_classes) {
+    auto text = [](const model_config& c) {
+      return std::string(c.kind == model_kind::gcn ? "gcn" : "sage") + ", " +
+             std::to_string(c.num_layers) + " layers, " + std::to_string(c.in_dim) + " -> " +
+             std::to_string(c.hidden) + " -> " + std::to_string(c.num_classes);
+    };
+    throw data_error::at(path.string(), 0,
+                         "holds a model of " + text(have) + "; this run's is " + text(want));
+  }
+  auto dst = model.parameters();
+  auto src = loaded.model.parameters();
+  for (std::size_t i = 0; i < dst.size(); ++i)
+    *dst[i] = *src[i];
+  return loaded.settings;
+}
+
+}  // namespace degnn

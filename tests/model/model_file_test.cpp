@@ -1,0 +1,155 @@
+// Model files: DGL's names and shapes, every parameter back bit for bit from either format, the
+// settings carried, and a file that does not fit the model refused with the tensor named.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "model/data_error.hpp"
+#include "model/model_file.hpp"
+
+namespace degnn {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct temp_dir {
+  fs::path path = fs::temp_directory_path() / ("degnn-model-file-" + std::to_string(getpid()));
+  temp_dir() { fs::create_directories(path); }
+  ~temp_dir() { fs::remove_all(path); }
+};
+
+model_config config(model_kind kind, int layers) {
+  return {.kind = kind,
+          .in_dim = 5,
+          .hidden = 4,
+          .num_classes = 3,
+          .num_layers = layers,
+          .dropout = 0.25f};
+}
+
+std::string error_of(const fs::path& file) {
+  try {
+    load_model_file(file);
+  } catch (const data_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelFile, SageTensorsCarryDglNamesAndShapes) {
+  const gnn_model m(config(model_kind::sage, 2), 7);
+  const auto t = export_tensors(m);
+  ASSERT_EQ(t.size(), 6u);
+  EXPECT_EQ(t[0].name, "layers.0.fc_self.weight");
+  EXPECT_EQ(t[0].shape, (std::vector<std::int64_t>{4, 5}));  // (out, in), as nn.Linear
+  EXPECT_EQ(t[1].name, "layers.0.fc_neigh.weight");
+  EXPECT_EQ(t[2].name, "layers.0.bias");
+  EXPECT_EQ(t[2].shape, (std::vector<std::int64_t>{4}));
+  EXPECT_EQ(t[3].shape, (std::vector<std::int64_t>{3, 4}));
+  // fc_self.weight[o][i] is the layer's w_self(i, o).
+  const Matrix& w_self = *m.parameters()[0];
+  for (int o = 0; o < 4; ++o)
+    for (int i = 0; i < 5; ++i)
+      EXPECT_EQ(t[0].values[o * 5 + i], w_self(i, o));
+}
+
+TEST(ModelFile, GcnTensorsAreGraphConvsWeightAndBias) {
+  const gnn_model m(config(model_kind::gcn, 3), 7);
+  const auto t = export_tensors(m);
+  ASSERT_EQ(t.size(), 6u);
+  EXPECT_EQ(t[0].name, "layers.0.weight");
+  EXPECT_EQ(t[0].shape, (std::vector<std::int64_t>{5, 4}));  // (in, out), as GraphConv
+  EXPECT_EQ(t[5].name, "layers.2.bias");
+  EXPECT_EQ(t[5].shape, (std::vector<std::int64_t>{3}));
+}
+
+TEST(ModelFile, EitherFormatGivesEveryParameterBackBitForBit) {
+  temp_dir dir;
+  for (auto kind : {model_kind::sage, model_kind::gcn})
+    for (int layers : {2, 3})
+      for (const char* name : {"m.safetensors", "m.npz"}) {
+        gnn_model m(config(kind, layers), 11);
+        for (Matrix* p : m.parameters())
+          p->setRandom();  // biases too, not only Glorot weights
+        const fs::path file = dir.path / name;
+        save_model_file(file, m, {.config = m.config(), .normalize_features = "row", .step = 42},
+                        format_for(file));
+        const loaded_model back = load_model_file(file);
+        EXPECT_TRUE(back.model.config() == m.config()) << name;
+        EXPECT_EQ(back.settings.normalize_features, "row");
+        EXPECT_EQ(back.settings.step, 42u);
+        const auto a = m.parameters();
+        const auto b = back.model.parameters();
+        ASSERT_EQ(a.size(), b.size());
+        for (std::size_t i = 0; i < a.size(); ++i)
+          EXPECT_TRUE(*a[i] == *b[i]) << name << " parameter " << i;
+      }
+}
+
+TEST(ModelFile, InitRefusesAnotherModelAndCopiesTheSameOne) {
+  temp_dir dir;
+  gnn_model trained(config(model_kind::sage, 2), 3);
+  const fs::path file = dir.path / "m.safetensors";
+  save_model_file(file, trained, {.config = trained.config()}, model_format::safetensors);
+  gnn_model fresh(config(model_kind::sage, 2), 99);
+  init_from_model_file(fresh, file);
+  EXPECT_TRUE(*fresh.parameters()[1] == *trained.parameters()[1]);
+  gnn_model wider(model_config{
+      .kind = model_kind::sage, .in_dim = 5, .hidden = 8, .num_classes = 3, .num_layers = 2});
+  try {
+    init_from_model_file(wider, file);
+    FAIL() << "a model of another width was taken";
+  } catch (const data_error& e) {
+    EXPECT_NE(std::string(e.what()).find("sage, 2 layers, 5 -> 4 -> 3; this run's is sage, 2 "
+                                         "layers, 5 -> 8 -> 3"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ModelFile, AMissingTensorAWrongShapeANanAndADamagedFileAreNamed) {
+  temp_dir dir;
+  gnn_model m(config(model_kind::gcn, 2), 3);
+  const auto t = export_tensors(m);
+  const std::map<std::string, std::string> settings = {
+      {"model", "gcn"}, {"layers", "2"}, {"in_dim", "5"}, {"hidden", "4"}, {"num_classes", "3"}};
+  auto write = [&](const fs::path& file, std::vector<array_ref> refs) {
+    std::ofstream(file, std::ios::binary) << encode_safetensors(refs, settings);
+  };
+  std::vector<array_ref> all;
+  for (const auto& x : t)
+    all.push_back({x.name, array_dtype::f32, x.shape, x.values.data()});
+  write(dir.path / "ok.safetensors", all);
+  EXPECT_EQ(error_of(dir.path / "ok.safetensors"), "");
+
+  write(dir.path / "missing.safetensors", {all.begin(), all.end() - 1});
+  EXPECT_NE(error_of(dir.path / "missing.safetensors").find("has no tensor layers.1.bias"),
+            std::string::npos);
+
+  auto wrong = all;
+  wrong[0].shape = {4, 5};  // GraphConv's weight is (in, out): a transposed copy is refused
+  write(dir.path / "shape.safetensors", wrong);
+  EXPECT_NE(error_of(dir.path / "shape.safetensors")
+                .find("layers.0.weight has shape (4, 5), the settings ask (5, 4)"),
+            std::string::npos);
+
+  std::vector<float> nan = t[1].values;
+  nan[2] = std::nanf("");
+  auto with_nan = all;
+  with_nan[1].data = nan.data();
+  write(dir.path / "nan.safetensors", with_nan);
+  EXPECT_NE(error_of(dir.path / "nan.safetensors").find("layers.0.bias holds a NaN"),
+            std::string::npos);
+
+  const std::string good = encode_model_file(m, {.config = m.config()}, model_format::npz);
+  std::ofstream(dir.path / "cut.npz", std::ios::binary) << good.substr(0, good.size() - 30);
+  EXPECT_NE(error_of(dir.path / "cut.npz").find("cut.npz"), std::string::npos);
+  EXPECT_NE(error_of(dir.path / "nothing.npz").find("nothing.npz: cannot be read"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace degnn
