@@ -42,12 +42,15 @@ block full_neighbor_block(const csr_graph& g, std::span<const node_id> dst,
 namespace {
 
 Matrix run_layers(const gnn_model& model, const csr_graph& g, const Matrix* dense,
-                  const sparse_rows* sparse, node_id batch_nodes) {
+                  const sparse_rows* sparse, node_id batch_nodes, std::int32_t keep = -1,
+                  Matrix* kept = nullptr) {
   const Eigen::Index rows = dense ? dense->rows() : sparse->rows();
   const Eigen::Index cols = dense ? dense->cols() : sparse->cols();
   if (rows != g.num_nodes || cols != model.config().in_dim)
     throw std::invalid_argument("layerwise_inference: features are not (num_nodes, in_dim)");
   if (batch_nodes <= 0) throw std::invalid_argument("layerwise_inference: batch_nodes must be > 0");
+  if (kept && (keep < 0 || keep + 1 >= model.num_layers()))
+    throw std::invalid_argument("layerwise_inference: the kept layer must be a hidden one");
   std::vector<std::int32_t> scratch(g.num_nodes, -1);
   std::vector<node_id> dst;
   Matrix prev;  // (num_nodes, in of layer l), the previous layer's output for l > 0
@@ -75,6 +78,7 @@ Matrix run_layers(const gnn_model& model, const csr_graph& g, const Matrix* dens
       if (!last) relu_forward(out);
       next.middleRows(begin, end - begin) = out;
     }
+    if (kept && l == keep) *kept = next;
     std::swap(prev, next);
   }
   return prev;
@@ -90,6 +94,16 @@ Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const Mat
 Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const sparse_rows& features,
                            node_id batch_nodes) {
   return run_layers(model, g, nullptr, &features, batch_nodes);
+}
+
+Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const Matrix& features,
+                           node_id batch_nodes, std::int32_t keep, Matrix* kept) {
+  return run_layers(model, g, &features, nullptr, batch_nodes, keep, kept);
+}
+
+Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const sparse_rows& features,
+                           node_id batch_nodes, std::int32_t keep, Matrix* kept) {
+  return run_layers(model, g, nullptr, &features, batch_nodes, keep, kept);
 }
 
 double accuracy(const Matrix& logits, std::span<const std::int32_t> labels,

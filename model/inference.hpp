@@ -30,6 +30,14 @@ Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const Mat
 Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const sparse_rows& features,
                            node_id batch_nodes = 8192);
 
+/// layerwise_inference that also keeps layer `keep`'s output (0-based, a hidden layer: keep <
+/// num_layers - 1, after its ReLU) in *kept, (num_nodes, hidden): the node embeddings of that
+/// layer.
+Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const Matrix& features,
+                           node_id batch_nodes, std::int32_t keep, Matrix* kept);
+Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const sparse_rows& features,
+                           node_id batch_nodes, std::int32_t keep, Matrix* kept);
+
 /// Fraction of `nodes` whose argmax logit equals labels[node]. logits is (num_nodes, C), one row
 /// per global node id; labels has one entry per node. Returns 0 for an empty list.
 double accuracy(const Matrix& logits, std::span<const std::int32_t> labels,

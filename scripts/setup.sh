@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages DEGNN needs, only those missing (a second run takes a second).
-# Usage (as root): scripts/setup.sh
+# Usage (as root): scripts/setup.sh [--test]   (--test: also NumPy and PyTorch, which the tests of
+# scripts/pytorch_model.py use; without them those tests are skipped)
 set -euo pipefail
 packages=(cmake g++ make pkg-config ccache libcaf-dev libeigen3-dev capnproto libcapnp-dev
           libgtest-dev libgmock-dev libbenchmark-dev libmetis-dev zlib1g-dev libssl-dev
           libcpp-httplib-dev nlohmann-json3-dev libreadline-dev clang-format tmux iproute2
           nftables bc)
+[ "${1:-}" = --test ] && packages+=(python3-numpy python3-torch)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

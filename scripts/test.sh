@@ -16,7 +16,7 @@ case $mode in
   all | --plain | --sanitize | --tsan) ;;
   *) echo "usage: scripts/test.sh [--plain | --sanitize | --tsan]" >&2; exit 2 ;;
 esac
-scripts/setup.sh
+scripts/setup.sh --test
 jobs=$(nproc)
 
 # Builds into $1 with the cmake options after it and runs ctest there with $CTEST_ARGS.

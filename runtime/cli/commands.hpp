@@ -14,6 +14,8 @@ int run_node(int argc, char** argv);
 int run_certs(int argc, char** argv);
 int run_launch(int argc, char** argv);
 int run_console(int argc, char** argv);
+int run_infer(int argc, char** argv);
+int run_export(int argc, char** argv);
 
 /// Prints what `degnn info` shows for a partition output directory.
 int describe_partition_set(const char* dir);

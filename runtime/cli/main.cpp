@@ -15,6 +15,8 @@ void print_help() {
       "usage: degnn COMMAND [--option value ...]\n\n"
       "commands:\n"
       "  train      train a GNN (GraphSAGE or GCN) and report test accuracy\n"
+      "  infer      predictions and embeddings of every node from a trained model (.npy files)\n"
+      "  export     a checkpoint's model as safetensors or npz, in DGL's names (PyTorch reads it)\n"
       "  node       run one node process of a cluster (joins a seed, or a static peer list)\n"
       "  launch     run a whole cluster on this machine (launch --local N [node options])\n"
       "  console    attach to node 0 of a running cluster (console HOST:PORT [-c CMD])\n"
@@ -49,6 +51,8 @@ int main(int argc, char** argv) {
     if (command == "generate") return degnn::run_generate(argc - 2, argv + 2);
     if (command == "partition") return degnn::run_partition(argc - 2, argv + 2);
     if (command == "bench") return degnn::run_bench(argc - 2, argv + 2);
+    if (command == "infer") return degnn::run_infer(argc - 2, argv + 2);
+    if (command == "export") return degnn::run_export(argc - 2, argv + 2);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "degnn %s: error: %s\n", command.c_str(), e.what());
     return 1;

@@ -28,6 +28,14 @@ int run_node(int argc, char** argv) {
         "node: --data is not used by a node, which reads only its partition from "
         "--partitions (made by degnn partition); remove it");
   }
+  for (const char* key : {"init", "save-model"}) {
+    if (opts.given(key)) {
+      throw config_error(std::string("node: --") + key +
+                         " is not supported by node processes yet; train with degnn train (one "
+                         "process or in-process shards), or export node 0's checkpoint with "
+                         "degnn export");
+    }
+  }
   for (const char* key : {"parts", "compare-with", "cache-dir"}) {
     if (opts.given(key)) {
       throw config_error(std::string("node: --") + key +

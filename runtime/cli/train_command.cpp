@@ -6,7 +6,9 @@
 
 #include "model/dataset.hpp"
 #include "model/feature_transform.hpp"
+#include "model/model_file.hpp"
 #include "model/partition_store.hpp"
+#include "model/replica.hpp"
 #include "model/sparse_input.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/train_options.hpp"
@@ -27,6 +29,33 @@ dataset outline_of(const partition_meta& meta) {
   d.features = Matrix(0, meta.num_features);
   d.num_classes = meta.num_classes;
   return d;
+}
+
+// --init's file must describe this run's model and input transform (the trainers copy its weights).
+void check_init_file(const train_settings& s, const dataset& d) {
+  const loaded_model m = load_model_file(s.init);
+  if (m.settings.normalize_features != s.normalize_features)
+    throw config_error(s.init + " was trained with --normalize-features " +
+                       m.settings.normalize_features + "; this run uses " + s.normalize_features);
+  const model_config& c = m.model.config();
+  if (c.in_dim != d.num_features() || c.num_classes != d.num_classes)
+    throw config_error(s.init + " holds a model for " + std::to_string(c.in_dim) +
+                       " features and " + std::to_string(c.num_classes) + " classes; " + d.name +
+                       " has " + std::to_string(d.num_features()) + " and " +
+                       std::to_string(d.num_classes));
+}
+
+// --save-model: the final parameters (replica 0's in a cluster) as a model file.
+void save_final_model(const train_settings& s, const dataset& d, const std::vector<float>& params) {
+  if (s.save_model.empty()) return;
+  replica_config rc = s.model;
+  rc.in_dim = d.num_features();
+  rc.num_classes = d.num_classes;
+  model_replica r(rc);
+  r.set_parameters(params);
+  save_model_file(s.save_model, r.model(), {r.model().config(), s.normalize_features, 0},
+                  format_for(s.save_model));
+  std::printf("saved the final model to %s\n", s.save_model.c_str());
 }
 
 // --normalize-features on the dataset, and a word on its features' density.
@@ -170,12 +199,14 @@ int run_train(int argc, char** argv) {
   prepare_features(d, s);
   print_run(d, s, meta, workers);
   training_report report(d.name + "/" + s.pipeline, s.metrics, s.progress);
+  if (!s.init.empty()) check_init_file(s, d);
   if (s.pipeline == "single") {
-    train_single(s, d, report);
+    save_final_model(s, d, train_single(s, d, report));
     report.finish();
     return 0;
   }
   const cluster_result main_run = train_cluster(s, d, report);
+  save_final_model(s, d, main_run.parameters);
   report.finish();
   if (opts.str("compare-with").empty()) return 0;
   const std::string other = opts.choice("compare-with", {"centralized", "decentralized"});

@@ -54,6 +54,12 @@ std::vector<option_spec> train_option_specs() {
        "clusters: write every worker's pipeline stages to this Chrome trace event file "
        "(open in Perfetto or chrome://tracing)"},
       {"checkpoint", "", "write the best-validation model here"},
+      {"init", "",
+       "start from the weights of this model file (degnn export, --save-model, or PyTorch in the "
+       "same layout, docs/model_use.md) with a fresh optimiser"},
+      {"save-model", "",
+       "write the final model to this file when training ends (safetensors; npz when the name "
+       "ends in .npz)"},
       {"resume", "",
        "start from this checkpoint: a file (single), or a --checkpoint-dir folder (clusters: its "
        "newest committed checkpoint; steps, parameters and optimiser state)"},
@@ -149,6 +155,10 @@ train_settings read_train_settings(const option_set& opts) {
   s.trace = opts.str("trace");
   s.checkpoint = opts.str("checkpoint");
   s.resume = opts.str("resume");
+  s.init = opts.str("init");
+  s.save_model = opts.str("save-model");
+  if (!s.init.empty() && !s.resume.empty())
+    throw config_error("--init and --resume: give one of them (--resume restores the weights too)");
   if (opts.given("resume-step")) {
     if (s.resume.empty() || s.pipeline == "single")
       throw config_error("--resume-step needs a cluster --resume folder (which checkpoint of it)");

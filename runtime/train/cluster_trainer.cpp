@@ -13,6 +13,7 @@
 #include "model/checkpoint.hpp"
 #include "model/durable_file.hpp"
 #include "model/feature_transform.hpp"
+#include "model/model_file.hpp"
 #include "model/partition_store.hpp"
 #include "model/partitioner.hpp"
 #include "model/sampler.hpp"
@@ -384,6 +385,13 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
   check_fault_links(s.faults.get(), book->num_parts());
   const cluster_start start = load_cluster_start(s, rc, ws.run_id, book->num_parts());
   ws.start = start.state;
+  if (!s.init.empty() && !ws.start) {  // every replica starts from the file, optimiser fresh
+    model_replica fresh(rc);
+    init_from_model_file(fresh.model(), s.init);
+    auto state = std::make_shared<replica_start>();
+    state->parameters = fresh.parameters();
+    ws.start = std::move(state);
+  }
   // Every shard is in this process: halo caches read the owners' feature rows instead of copies.
   ws.shared_parts =
       std::make_shared<const std::vector<std::shared_ptr<const graph_partition>>>(parts);

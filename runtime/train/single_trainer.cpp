@@ -6,6 +6,7 @@
 #include "model/batch_prefetcher.hpp"
 #include "model/checkpoint.hpp"
 #include "model/inference.hpp"
+#include "model/model_file.hpp"
 #include "model/sampler.hpp"
 #include "runtime/process/config_error.hpp"
 #include "runtime/process/process_stats.hpp"
@@ -35,6 +36,7 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
     replica.model() = std::move(ck.model);
     replica.optimizer().set_state(ck.optimizer.state());
   }
+  if (!s.init.empty()) init_from_model_file(replica.model(), s.init);
   const std::size_t train_count = d.train.size();
   const std::uint64_t nb = batches_per_epoch(std::span(&train_count, 1), s.batch_size);
   for (int epoch = 0; epoch < s.epochs; ++epoch) {

@@ -35,6 +35,8 @@ struct train_settings {
   std::string trace;       ///< Chrome trace event file of a cluster run, empty = none
   std::string checkpoint;  ///< best-validation checkpoint file, empty = none
   std::string resume;      ///< checkpoint to start from (clusters: a checkpoint folder)
+  std::string init;        ///< model file whose weights the run starts from, empty = none
+  std::string save_model;  ///< model file written when training ends, empty = none
   std::optional<std::uint64_t> resume_step;  ///< clusters: that step's checkpoint, not the newest
   std::string checkpoint_dir;                ///< clusters: coordinated checkpoints, empty = none
   std::uint64_t checkpoint_every = 0;        ///< clusters: also every N steps of an epoch

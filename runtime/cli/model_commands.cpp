@@ -1,0 +1,177 @@
+// degnn infer / export: using a trained model. infer runs exact layer-wise inference over a
+// dataset and writes NumPy arrays (model/prediction_files.hpp); export writes a checkpoint's
+// weights as a model file other tools read (model/model_file.hpp). One process.
+#include <cstdio>
+#include <filesystem>
+
+#include "model/checkpoint.hpp"
+#include "model/commit_record.hpp"
+#include "model/dataset.hpp"
+#include "model/feature_transform.hpp"
+#include "model/inference.hpp"
+#include "model/model_file.hpp"
+#include "model/prediction_files.hpp"
+#include "runtime/cli/cli_options.hpp"
+#include "runtime/cli/commands.hpp"
+#include "runtime/process/config_error.hpp"
+#include "runtime/process/process_stats.hpp"
+
+namespace degnn {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const option_spec kCheckpointSpec = {
+    "checkpoint", "",
+    "a checkpoint: a file (train --checkpoint) or a cluster's --checkpoint-dir folder (its "
+    "newest committed checkpoint)"};
+const option_spec kNormalizeSpec = {
+    "normalize-features", "",
+    "with --checkpoint: the input transform the model was trained with, none or row (default "
+    "none); a model file records its own"};
+
+// A checkpoint's model and its step, from a file or a cluster's checkpoint folder.
+std::pair<gnn_model, std::uint64_t> read_checkpoint(const std::string& path) {
+  checkpoint ck =
+      fs::is_directory(path) ? load_committed_checkpoint(path).state : load_checkpoint(path);
+  const auto step = static_cast<std::uint64_t>(ck.optimizer.state().step);
+  return {std::move(ck.model), step};
+}
+
+// --model FILE or --checkpoint FILE (exactly one), and the input transform it goes with.
+loaded_model read_model(const option_set& opts) {
+  const bool file = !opts.str("model").empty(), ck = !opts.str("checkpoint").empty();
+  if (file == ck) throw config_error("give one of --model FILE and --checkpoint FILE");
+  const std::string asked =
+      opts.given("normalize-features") ? opts.choice("normalize-features", {"none", "row"}) : "";
+  if (file) {
+    loaded_model m = load_model_file(opts.str("model"));
+    if (!asked.empty() && asked != m.settings.normalize_features)
+      throw config_error("--normalize-features " + asked + " but " + opts.str("model") +
+                         " was trained with " + m.settings.normalize_features +
+                         " (leave the option out)");
+    return m;
+  }
+  auto [model, step] = read_checkpoint(opts.str("checkpoint"));
+  model_settings s{model.config(), asked.empty() ? "none" : asked, step};
+  return {s, std::move(model)};
+}
+
+std::string model_text(const model_config& c) {
+  return std::string(c.kind == model_kind::gcn ? "gcn" : "sage") + ", " +
+         std::to_string(c.num_layers) + " layers, " + std::to_string(c.in_dim) + " -> " +
+         std::to_string(c.hidden) + " -> " + std::to_string(c.num_classes);
+}
+
+}  // namespace
+
+int run_infer(int argc, char** argv) {
+  option_set opts(
+      "infer",
+      "degnn infer --data DIR (--model FILE | --checkpoint FILE) --out DIR [--embeddings L] "
+      "[--nodes FILE]",
+      {{"data", "", "dataset directory (OGB raw layout), the one the model was trained on"},
+       {"model", "", "a model file (degnn export, train --save-model)"},
+       kCheckpointSpec,
+       kNormalizeSpec,
+       {"out", "",
+        "output folder: node_ids, predictions, probabilities, logits [, embeddings] "
+        ".npy and manifest.json (created; an earlier run's files are replaced)"},
+       {"embeddings", "0",
+        "also write the output of hidden layer L (1 .. layers-1) as embeddings.npy (0: none)"},
+       {"nodes", "",
+        "only these nodes: a text file of node ids (one per line) or a .npy int array "
+        "(default: every node)"},
+       {"batch-nodes", "8192", "destination nodes per block of the layer-wise pass"},
+       {"cache-dir", "", "where dataset caches go (default ~/.cache/degnn)"}});
+  if (!opts.parse(argc, argv, 0)) return 0;
+  if (opts.str("data").empty()) throw config_error("--data DIR is required");
+  if (opts.str("out").empty()) throw config_error("--out DIR is required");
+  loaded_model m = read_model(opts);
+  const model_config& c = m.model.config();
+  const auto layer = static_cast<std::int32_t>(opts.integer("embeddings", 0, c.num_layers - 1));
+  stopwatch clock;
+  dataset d = load_dataset(opts.str("data"), {.use_cache = true,
+                                              .cache_path = {},
+                                              .verbose = false,
+                                              .cache_dir = opts.str("cache-dir"),
+                                              .sparse_features = false});
+  if (d.num_features() != c.in_dim || d.num_classes != c.num_classes)
+    throw config_error("the model (" + model_text(c) + ") does not fit " + opts.str("data") + " (" +
+                       std::to_string(d.num_features()) + " features, " +
+                       std::to_string(d.num_classes) + " classes)");
+  apply_feature_transform(m.settings.normalize_features, d.features);
+  std::vector<node_id> nodes;
+  if (!opts.str("nodes").empty()) {
+    nodes = read_node_list(opts.str("nodes"), d.num_nodes());
+  } else {
+    nodes.resize(static_cast<std::size_t>(d.num_nodes()));
+    for (node_id v = 0; v < d.num_nodes(); ++v)
+      nodes[static_cast<std::size_t>(v)] = v;
+  }
+  std::printf("infer: %s on %s (%d nodes), %zu nodes asked, model %s, step %llu\n", d.name.c_str(),
+              opts.str("data").c_str(), d.num_nodes(), nodes.size(), model_text(c).c_str(),
+              static_cast<unsigned long long>(m.settings.step));
+  const double load_s = clock.seconds();
+  clock.reset();
+  Matrix hidden;
+  const auto batch = static_cast<node_id>(opts.integer("batch-nodes", 1, 1 << 24));
+  const Matrix logits =
+      layer > 0 ? layerwise_inference(m.model, d.graph, d.features, batch, layer - 1, &hidden)
+                : layerwise_inference(m.model, d.graph, d.features, batch);
+  const double infer_s = clock.seconds();
+  clock.reset();
+  prediction_outputs out{nodes, rows_of(logits, nodes), {}, layer};
+  if (layer > 0) out.embeddings = rows_of(hidden, nodes);
+  const std::string source = opts.str("model").empty() ? opts.str("checkpoint") : opts.str("model");
+  write_predictions(opts.str("out"), out,
+                    {{"format", "degnn-inference 1"},
+                     {"dataset", fs::absolute(opts.str("data")).string()},
+                     {"model_source", fs::absolute(source).string()},
+                     {"model", model_text(c)},
+                     {"normalize_features", m.settings.normalize_features},
+                     {"step", std::to_string(m.settings.step)}});
+  std::printf("inference %.2f s (loading %.2f s, writing %.2f s), peak RSS %.0f MiB\n", infer_s,
+              load_s, clock.seconds(), peak_rss_mib());
+  if (opts.str("nodes").empty()) {
+    std::printf("accuracy from these predictions: train %.4f, valid %.4f, test %.4f\n",
+                accuracy(logits, d.labels, d.train), accuracy(logits, d.labels, d.valid),
+                accuracy(logits, d.labels, d.test));
+  }
+  std::printf("wrote %s/{node_ids,predictions,probabilities,logits%s}.npy and manifest.json\n",
+              opts.str("out").c_str(), layer > 0 ? ",embeddings" : "");
+  return 0;
+}
+
+int run_export(int argc, char** argv) {
+  option_set opts("export",
+                  "degnn export --checkpoint FILE --out FILE.safetensors|FILE.npz [--format F]",
+                  {kCheckpointSpec,
+                   kNormalizeSpec,
+                   {"out", "", "the model file to write (whole or not at all)"},
+                   {"format", "",
+                    "safetensors or npz (default: from --out's extension, .npz -> npz, else "
+                    "safetensors)"}});
+  if (!opts.parse(argc, argv, 0)) return 0;
+  if (opts.str("checkpoint").empty()) throw config_error("--checkpoint FILE is required");
+  if (opts.str("out").empty()) throw config_error("--out FILE is required");
+  const fs::path out = opts.str("out");
+  const model_format format =
+      opts.str("format").empty()
+          ? format_for(out)
+          : (opts.choice("format", {"safetensors", "npz"}) == "npz" ? model_format::npz
+                                                                    : model_format::safetensors);
+  auto [model, step] = read_checkpoint(opts.str("checkpoint"));
+  const std::string transform = opts.given("normalize-features")
+                                    ? opts.choice("normalize-features", {"none", "row"})
+                                    : "none";
+  save_model_file(out, model, {model.config(), transform, step}, format);
+  std::printf("wrote %s (%s, %s, step %llu, %zu parameters)\n", out.c_str(),
+              format == model_format::npz ? "npz" : "safetensors",
+              model_text(model.config()).c_str(), static_cast<unsigned long long>(step),
+              model.num_parameters());
+  return 0;
+}
+
+}  // namespace degnn
