@@ -197,6 +197,12 @@ std::vector<float> stored_array::as_floats() const {
 }
 
 std::string encode_npy(const array_ref& a) {
+  std::string out = npy_header(a);
+  out.append(static_cast<const char*>(a.data), data_bytes(a));
+  return out;
+}
+
+std::string npy_header(const array_ref& a) {
   std::string shape = "(";
   for (std::size_t i = 0; i < a.shape.size(); ++i)
     shape += std::to_string(a.shape[i]) +
@@ -212,7 +218,6 @@ std::string encode_npy(const array_ref& a) {
   std::string out("\x93NUMPY\x01\x00", 8);
   put<std::uint16_t>(out, static_cast<std::uint16_t>(header.size()));
   out += header;
-  out.append(static_cast<const char*>(a.data), data_bytes(a));
   return out;
 }
 

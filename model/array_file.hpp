@@ -40,6 +40,8 @@ struct stored_array {
 
 /// A whole .npy file (format 1.0; header padded so the data starts at a multiple of 64).
 std::string encode_npy(const array_ref& a);
+/// The header part of encode_npy(a) (the data follows it): to stream a large array to a file.
+std::string npy_header(const array_ref& a);
 /// The array of a .npy file (format 1.x or 2.x, dtypes <f4 <f8 <i4 <i8 |u1, C order). `file`
 /// names it in errors.
 stored_array decode_npy(std::string_view bytes, const std::string& file);

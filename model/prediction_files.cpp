@@ -84,7 +84,13 @@ std::vector<fs::path> write_predictions(const fs::path& out, const prediction_ou
   m["nodes"] = n;
   m["embeddings_layer"] = p.embeddings_layer;
   for (const array_ref& a : arrays) {
-    write_file_durably(stage.dir / (a.name + ".npy"), encode_npy(a));
+    durable_file f(stage.dir / (a.name + ".npy"));  // header, then the rows where they are
+    f.write(npy_header(a));
+    std::size_t bytes = dtype_size(a.dtype);
+    for (auto dim : a.shape)
+      bytes *= static_cast<std::size_t>(dim);
+    f.write(a.data, bytes);
+    f.commit();
     m["arrays"][a.name] = describe(a);
   }
   write_file_durably(stage.dir / "manifest.json", m.dump(2) + "\n");

@@ -117,13 +117,24 @@ int run_infer(int argc, char** argv) {
   clock.reset();
   Matrix hidden;
   const auto batch = static_cast<node_id>(opts.integer("batch-nodes", 1, 1 << 24));
-  const Matrix logits =
-      layer > 0 ? layerwise_inference(m.model, d.graph, d.features, batch, layer - 1, &hidden)
-                : layerwise_inference(m.model, d.graph, d.features, batch);
+  Matrix logits = layer > 0
+                      ? layerwise_inference(m.model, d.graph, d.features, batch, layer - 1, &hidden)
+                      : layerwise_inference(m.model, d.graph, d.features, batch);
   const double infer_s = clock.seconds();
+  const bool every_node = opts.str("nodes").empty();
+  std::string accuracies;
+  if (every_node) {
+    char line[160];
+    std::snprintf(line, sizeof line,
+                  "accuracy from these predictions: train %.4f, valid %.4f, test %.4f\n",
+                  accuracy(logits, d.labels, d.train), accuracy(logits, d.labels, d.valid),
+                  accuracy(logits, d.labels, d.test));
+    accuracies = line;
+  }
   clock.reset();
-  prediction_outputs out{nodes, rows_of(logits, nodes), {}, layer};
-  if (layer > 0) out.embeddings = rows_of(hidden, nodes);
+  // Every node in order: the matrices are the outputs (no copy of a (nodes, hidden) matrix).
+  prediction_outputs out{nodes, every_node ? std::move(logits) : rows_of(logits, nodes), {}, layer};
+  if (layer > 0) out.embeddings = every_node ? std::move(hidden) : rows_of(hidden, nodes);
   const std::string source = opts.str("model").empty() ? opts.str("checkpoint") : opts.str("model");
   write_predictions(opts.str("out"), out,
                     {{"format", "degnn-inference 1"},
@@ -134,11 +145,7 @@ int run_infer(int argc, char** argv) {
                      {"step", std::to_string(m.settings.step)}});
   std::printf("inference %.2f s (loading %.2f s, writing %.2f s), peak RSS %.0f MiB\n", infer_s,
               load_s, clock.seconds(), peak_rss_mib());
-  if (opts.str("nodes").empty()) {
-    std::printf("accuracy from these predictions: train %.4f, valid %.4f, test %.4f\n",
-                accuracy(logits, d.labels, d.train), accuracy(logits, d.labels, d.valid),
-                accuracy(logits, d.labels, d.test));
-  }
+  std::fputs(accuracies.c_str(), stdout);
   std::printf("wrote %s/{node_ids,predictions,probabilities,logits%s}.npy and manifest.json\n",
               opts.str("out").c_str(), layer > 0 ? ",embeddings" : "");
   return 0;
