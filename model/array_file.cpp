@@ -34,11 +34,24 @@ const dtype_names& names_of(array_dtype t) {
   throw std::invalid_argument("array_file: unknown dtype");
 }
 
+// The element count of a shape; throws std::length_error past 2^48 (or on overflow), which no
+// file this program reads can hold.
 std::int64_t product(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
-  for (auto s : shape)
-    n *= s;
+  for (auto s : shape) {
+    if (s < 0 || __builtin_mul_overflow(n, s, &n) || n > (std::int64_t{1} << 48))
+      throw std::length_error("an array shape with too many elements");
+  }
   return n;
+}
+
+// product() for a shape read from `file`: a data_error naming it.
+std::int64_t elements_of(const std::vector<std::int64_t>& shape, const std::string& file) {
+  try {
+    return product(shape);
+  } catch (const std::length_error&) {
+    throw data_error::at(file, 0, "an array shape with too many elements");
+  }
 }
 
 std::size_t data_bytes(const array_ref& a) {
@@ -90,6 +103,8 @@ std::string header_value(const std::string& header, const std::string& key,
 
 std::vector<std::int64_t> parse_shape(const std::string& text, const std::string& file) {
   std::vector<std::int64_t> shape;
+  if (text.size() < 2 || text.front() != '(' || text.back() != ')')
+    throw data_error::at(file, 0, "the .npy shape " + text + " is not a tuple");
   std::string inner = text.substr(1, text.size() - 2);
   std::size_t at = 0;
   while (at < inner.size()) {
@@ -118,7 +133,7 @@ array_dtype dtype_of_npy(const std::string& descr, const std::string& file) {
 }
 
 void check_size(const stored_array& a, std::size_t have, const std::string& file) {
-  const std::size_t want = static_cast<std::size_t>(a.elements()) * dtype_size(a.dtype);
+  const auto want = static_cast<std::size_t>(elements_of(a.shape, file)) * dtype_size(a.dtype);
   if (have < want)
     throw data_error::at(file, 0,
                          a.name + ": truncated (" + std::to_string(have) + " of " +
@@ -129,8 +144,12 @@ void check_size(const stored_array& a, std::size_t have, const std::string& file
 constexpr std::uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50, kEndSig = 0x06054b50;
 constexpr std::uint16_t kDosDate = (2020 - 1980) << 9 | 1 << 5 | 1;  // 2020-01-01, as numpy's zips
 
-std::string inflate_raw(std::string_view in, std::size_t out_size, const std::string& where) {
-  std::string out(out_size, '\0');
+std::string inflate_raw(std::string_view in, std::uint64_t out_size, const std::string& where) {
+  // Deflate expands at most about 1032:1: a larger stated size is a lie, refused before any
+  // allocation.
+  if (out_size > static_cast<std::uint64_t>(in.size()) * 1032 + 1024)
+    throw data_error::at(where, 0, "a deflated entry states an impossible size");
+  std::string out(static_cast<std::size_t>(out_size), '\0');
   z_stream z{};
   if (inflateInit2(&z, -MAX_WBITS) != Z_OK) throw data_error::at(where, 0, "zlib cannot start");
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
@@ -427,7 +446,8 @@ std::vector<stored_array> decode_safetensors(std::string_view bytes, const std::
       const auto offsets = t.at("data_offsets").get<std::vector<std::uint64_t>>();
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data.size())
         throw data_error::at(file, 0, name + ": its data offsets lie outside the file");
-      if (offsets[1] - offsets[0] != static_cast<std::uint64_t>(a.elements()) * dtype_size(a.dtype))
+      if (offsets[1] - offsets[0] !=
+          static_cast<std::uint64_t>(elements_of(a.shape, file)) * dtype_size(a.dtype))
         throw data_error::at(file, 0, name + ": its data offsets do not match its shape");
       a.bytes.assign(data.substr(offsets[0], offsets[1] - offsets[0]));
       out.push_back(std::move(a));

@@ -40,7 +40,7 @@ model_settings parse_settings(const std::map<std::string, std::string>& m,
     try {
       std::size_t used = 0;
       const long long v = std::stoll(field(key), &used);
-      if (used != field(key).size() || v < 0 || v > (1LL << 31)) throw std::out_of_range(key);
+      if (used != field(key).size() || v < 0 || v > INT32_MAX) throw std::out_of_range(key);
       return v;
     } catch (const std::logic_error&) {
       throw data_error::at(
@@ -144,13 +144,16 @@ model_format format_for(const std::filesystem::path& path) {
 }
 
 loaded_model load_model_file(const std::filesystem::path& path) {
-  const std::string file = path.string();
   const auto bytes = read_whole_file(path);
-  if (!bytes) throw data_error::at(file, 0, "cannot be read (missing or not permitted)");
+  if (!bytes) throw data_error::at(path.string(), 0, "cannot be read (missing or not permitted)");
+  return decode_model_file(*bytes, path.string());
+}
+
+loaded_model decode_model_file(std::string_view bytes, const std::string& file) {
   std::vector<stored_array> arrays;
   std::map<std::string, std::string> strings;
-  if (bytes->size() >= 4 && bytes->compare(0, 4, "PK\x03\x04") == 0) {
-    arrays = decode_npz(*bytes, file);
+  if (bytes.size() >= 4 && bytes.substr(0, 4) == std::string_view("PK\x03\x04", 4)) {
+    arrays = decode_npz(bytes, file);
     const auto it = std::find_if(arrays.begin(), arrays.end(),
                                  [](const stored_array& a) { return a.name == kSettingsEntry; });
     if (it == arrays.end())
@@ -166,33 +169,54 @@ loaded_model load_model_file(const std::filesystem::path& path) {
     }
     arrays.erase(it);
   } else {
-    arrays = decode_safetensors(*bytes, file, &strings);
+    arrays = decode_safetensors(bytes, file, &strings);
   }
-  model_settings settings = parse_settings(strings, file);
-  gnn_model model(settings.config);  // throws on a non-positive size
+  const model_settings settings = parse_settings(strings, file);
+  // Every tensor the settings ask for must be in the file with its shape before the model is
+  // built: the settings alone could ask for any size.
+  const model_config& c = settings.config;
+  if (c.num_layers < 1 || c.in_dim < 1 || c.hidden < 1 || c.num_classes < 1)
+    throw data_error::at(file, 0, "its settings name a layer count or width below 1");
   std::map<std::string, const stored_array*> by_name;
   for (const auto& a : arrays)
     by_name[a.name] = &a;
-  for (const auto& s : slots_of(model.config(), model.parameters())) {
-    const auto it = by_name.find(s.name);
-    if (it == by_name.end()) throw data_error::at(file, 0, "has no tensor " + s.name);
-    const stored_array& a = *it->second;
-    Matrix& m = *s.matrix;
-    const std::vector<std::int64_t> want =
-        s.vector ? std::vector<std::int64_t>{m.size()}
-                 : (s.transposed ? std::vector<std::int64_t>{m.cols(), m.rows()}
-                                 : std::vector<std::int64_t>{m.rows(), m.cols()});
-    if (a.shape != want) {
-      auto text = [](const std::vector<std::int64_t>& v) {
-        std::string t = "(";
-        for (std::size_t i = 0; i < v.size(); ++i)
-          t += (i ? ", " : "") + std::to_string(v[i]);
-        return t + ")";
-      };
-      throw data_error::at(
-          file, 0, s.name + " has shape " + text(a.shape) + ", the settings ask " + text(want));
+  const bool gcn = c.kind == model_kind::gcn;
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> want;
+  for (std::int32_t l = 0; l < c.num_layers && want.size() <= arrays.size(); ++l) {
+    const std::int64_t in = l == 0 ? c.in_dim : c.hidden;
+    const std::int64_t out = l + 1 == c.num_layers ? c.num_classes : c.hidden;
+    const std::string p = "layers." + std::to_string(l) + ".";
+    if (gcn) {
+      want.push_back({p + "weight", {in, out}});
+    } else {
+      want.push_back({p + "fc_self.weight", {out, in}});
+      want.push_back({p + "fc_neigh.weight", {out, in}});
     }
-    const std::vector<float> v = a.as_floats();
+    want.push_back({p + "bias", {out}});
+  }
+  auto text = [](const std::vector<std::int64_t>& v) {
+    std::string t = "(";
+    for (std::size_t i = 0; i < v.size(); ++i)
+      t += (i ? ", " : "") + std::to_string(v[i]);
+    return t + ")";
+  };
+  for (const auto& [name, shape] : want) {
+    const auto it = by_name.find(name);
+    if (it == by_name.end()) throw data_error::at(file, 0, "has no tensor " + name);
+    if (it->second->shape != shape)
+      throw data_error::at(
+          file, 0,
+          name + " has shape " + text(it->second->shape) + ", the settings ask " + text(shape));
+  }
+  if (want.size() != arrays.size()) {
+    for (const auto& a : arrays)
+      if (std::none_of(want.begin(), want.end(), [&](const auto& w) { return w.first == a.name; }))
+        throw data_error::at(file, 0, "holds a tensor this model does not have: " + a.name);
+  }
+  gnn_model model(settings.config);
+  for (const auto& s : slots_of(model.config(), model.parameters())) {
+    Matrix& m = *s.matrix;
+    const std::vector<float> v = by_name.at(s.name)->as_floats();
     for (float x : v)
       if (!std::isfinite(x)) throw data_error::at(file, 0, s.name + " holds a NaN or infinity");
     if (s.transposed) {
@@ -200,11 +224,7 @@ loaded_model load_model_file(const std::filesystem::path& path) {
     } else {
       std::copy(v.begin(), v.end(), m.data());
     }
-    by_name.erase(it);
   }
-  if (!by_name.empty())
-    throw data_error::at(file, 0,
-                         "holds a tensor this model does not have: " + by_name.begin()->first);
   return {settings, std::move(model)};
 }
 

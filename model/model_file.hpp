@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/array_file.hpp"
@@ -49,6 +50,8 @@ struct loaded_model {
 /// state dict plus `degnn_settings`). data_error naming the file and the tensor on a missing
 /// tensor, a wrong shape, a non-finite weight or a damaged file.
 loaded_model load_model_file(const std::filesystem::path& path);
+/// The same from a file's bytes; `file` names it in errors.
+loaded_model decode_model_file(std::string_view bytes, const std::string& file);
 
 /// Sets `model`'s parameters from a model file (train --init): the file's settings must describe
 /// the same layers and widths. Returns the file's settings.

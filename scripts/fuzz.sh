@@ -24,7 +24,7 @@ fi
 build=${DEGNN_FUZZ_DIR:-build-fuzz}
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DDEGNN_FUZZ=ON -DDEGNN_NATIVE=OFF >/dev/null
-all_targets=(basp_frames http_head wire files csv)
+all_targets=(basp_frames http_head wire files csv arrays)
 read -r -a targets <<<"${DEGNN_FUZZ_TARGETS:-${all_targets[*]}}"
 cmake --build "$build" -j"${DEGNN_JOBS:-$(nproc)}" --target "${targets[@]/#/fuzz_}"
 # The file harnesses rewrite a file per input: on tmpfs when there is one.

@@ -151,5 +151,24 @@ TEST(ModelFile, AMissingTensorAWrongShapeANanAndADamagedFileAreNamed) {
             std::string::npos);
 }
 
+// Files numpy 1.24 wrote (numpy.savez with its zip64 local headers, and savez_compressed), kept
+// as fuzz seeds: a GCN of ones and zeros, 3 -> 2 -> 2.
+TEST(ModelFile, ReadsWhatNumpySavezAndSavezCompressedWrite) {
+  for (const char* seed : {"model-npz", "model-npz-deflated", "model-safetensors"}) {
+    const fs::path file = fs::path(DEGNN_SOURCE_DIR) / "tests/fuzz/corpus/arrays" / seed;
+    std::ifstream in(file, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_GT(bytes.size(), 1u) << file;
+    const loaded_model m = decode_model_file(std::string_view(bytes).substr(1), seed);  // selector
+    EXPECT_EQ(m.model.config().kind, model_kind::gcn) << seed;
+    EXPECT_EQ(m.model.config().hidden, 2) << seed;
+    const auto p = m.model.parameters();
+    ASSERT_EQ(p.size(), 4u);
+    EXPECT_TRUE(p[0]->isOnes()) << seed;
+    EXPECT_TRUE(p[1]->isZero()) << seed;
+    EXPECT_EQ(p[2]->rows(), 2) << seed;
+  }
+}
+
 }  // namespace
 }  // namespace degnn
