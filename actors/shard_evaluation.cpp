@@ -4,6 +4,7 @@
 #include <map>
 
 #include "actors/shard_internal.hpp"
+#include "model/prediction_files.hpp"
 #include "model/sparse_input.hpp"
 
 namespace degnn::shard_detail {
@@ -110,6 +111,23 @@ void evaluate_on_compressed_features(shard_state& st, std::vector<wire_message>&
   st.eval_h[1] = st.replica->first_layer_forward(b, assemble_rows(refs, part.features.cols()));
 }
 
+// The partition's predictions of this evaluation, under predictions_dir/part-p (throws
+// data_error naming the file when it cannot be written).
+void write_part_predictions(const shard_state& st, std::uint64_t step) {
+  const auto& part = *st.part;
+  const int layers = st.replica->num_layers();
+  const std::int32_t keep = st.settings.predictions_embeddings;
+  prediction_outputs out{part.owned, st.eval_h[static_cast<size_t>(layers)], {}, keep};
+  if (keep > 0 && keep < layers) out.embeddings = st.eval_h[static_cast<size_t>(keep)];
+  write_predictions(
+      std::filesystem::path(st.settings.predictions_dir) / ("part-" + std::to_string(part.part)),
+      out,
+      {{"format", "degnn-inference 1"},
+       {"partition", std::to_string(part.part)},
+       {"partitions", std::to_string(st.book->num_parts())},
+       {"step", std::to_string(step)}});
+}
+
 }  // namespace
 
 caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) {
@@ -173,6 +191,7 @@ caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) 
               out.counts.push_back(correct);
               out.counts.push_back(split->size());
             }
+            if (!st.settings.predictions_dir.empty()) write_part_predictions(st, step);
           }
           auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));
           count(st, kCoordinatorPart, msg);

@@ -64,6 +64,11 @@ struct worker_settings {
   /// checkpoint_dir/part-p (empty: a checkpoint request is refused).
   std::string checkpoint_dir;
   std::shared_ptr<const replica_start> start;  ///< null: fresh parameters from the seed
+  /// Each evaluation's last layer also writes partition p's predictions (and, with
+  /// predictions_embeddings = L > 0, layer L's output) under predictions_dir/part-p, as `degnn
+  /// infer` does (model/prediction_files.hpp); empty: nothing is written.
+  std::string predictions_dir;
+  std::int32_t predictions_embeddings = 0;
   std::uint64_t run_id = 0;  ///< names the run in commit records (what a resume must match)
   /// Told the global step of every step command the batch actor takes, before it starts the
   /// step (the runtime's fault injection crashes a node at a named point here).

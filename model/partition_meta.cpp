@@ -125,4 +125,14 @@ partition_meta load_partition_meta(const fs::path& dir) {
   return m;
 }
 
+dataset dataset_outline(const partition_meta& meta) {
+  dataset d;
+  d.name = meta.dataset_name;
+  d.graph.num_nodes = meta.num_nodes;
+  d.graph.indptr.assign(static_cast<size_t>(meta.num_nodes) + 1, 0);
+  d.features = Matrix(0, meta.num_features);
+  d.num_classes = meta.num_classes;
+  return d;
+}
+
 }  // namespace degnn

@@ -107,6 +107,9 @@ void write_partitions(const dataset& d, const std::vector<std::int32_t>& owner,
 /// bad magic or version, checksum mismatch, sizes that disagree with partitions.meta, ids out of
 /// range).
 partition_meta load_partition_meta(const std::filesystem::path& dir);
+/// What a cluster on a partition set needs of its dataset (name, sizes), from the set's meta:
+/// a graph with no edges, features with no rows, no labels (the parts hold all of them).
+dataset dataset_outline(const partition_meta& meta);
 /// The text of a partitions.meta file (model/partition_meta.cpp).
 std::string partition_meta_text(const partition_meta& m);
 partition_book load_partition_book(const std::filesystem::path& dir);

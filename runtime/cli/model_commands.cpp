@@ -10,11 +10,13 @@
 #include "model/feature_transform.hpp"
 #include "model/inference.hpp"
 #include "model/model_file.hpp"
+#include "model/partition_store.hpp"
 #include "model/prediction_files.hpp"
 #include "runtime/cli/cli_options.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/process/config_error.hpp"
 #include "runtime/process/process_stats.hpp"
+#include "runtime/train/cluster_trainer.hpp"
 
 namespace degnn {
 
@@ -64,14 +66,65 @@ std::string model_text(const model_config& c) {
          std::to_string(c.hidden) + " -> " + std::to_string(c.num_classes);
 }
 
+// --partitions: every partition's shard in this process (an in-process cluster that evaluates
+// once and trains no step), each writing OUT/part-K.
+int infer_on_partitions(const option_set& opts, const loaded_model& m, std::int32_t layer) {
+  if (opts.str("model").empty())
+    throw config_error(
+        "--partitions needs --model FILE (make one from a checkpoint with degnn export "
+        "--checkpoint C --out M.safetensors)");
+  if (opts.given("nodes")) throw config_error("--nodes applies to one process only");
+  const partition_meta meta = load_partition_meta(opts.str("partitions"));
+  const model_config& c = m.model.config();
+  if (meta.num_features != c.in_dim || meta.num_classes != c.num_classes)
+    throw config_error("the model (" + model_text(c) + ") does not fit " + opts.str("partitions") +
+                       " (" + std::to_string(meta.num_features) + " features, " +
+                       std::to_string(meta.num_classes) + " classes)");
+  train_settings s;
+  s.partitions = opts.str("partitions");
+  s.pipeline = "centralized";  // evaluation is the same in both; no history to set up
+  s.parts = meta.num_parts;
+  s.model.model = c.kind == model_kind::gcn ? "gcn" : "sage";
+  s.model.num_layers = c.num_layers;
+  s.model.hidden = c.hidden;
+  s.model.dropout = c.dropout;
+  s.fanouts.assign(static_cast<std::size_t>(c.num_layers), 10);  // no step samples
+  s.epochs = 0;
+  s.init = opts.str("model");
+  s.normalize_features = m.settings.normalize_features;
+  s.predictions = opts.str("out");
+  s.predictions_embeddings = layer;
+  s.progress = false;
+  resolve_batch_size(s, meta.num_parts);
+  const dataset d = dataset_outline(meta);
+  std::printf("infer: %s, %d partitions of %s, model %s\n", d.name.c_str(), meta.num_parts,
+              s.partitions.c_str(), model_text(c).c_str());
+  stopwatch clock;
+  training_report report(d.name + "/infer", "", false);
+  const cluster_result r = train_cluster(s, d, report);
+  const eval_result& e = *r.inference;
+  std::printf("inference %.2f s on %d in-process shards, peak RSS %.0f MiB\n", clock.seconds(),
+              meta.num_parts, peak_rss_mib());
+  std::printf("accuracy from these predictions: train %.4f, valid %.4f, test %.4f\n", e.accuracy(0),
+              e.accuracy(1), e.accuracy(2));
+  std::printf(
+      "wrote %s/part-{0..%d}/{node_ids,predictions,probabilities,logits%s}.npy and "
+      "manifest.json\n",
+      s.predictions.c_str(), meta.num_parts - 1, layer > 0 ? ",embeddings" : "");
+  return 0;
+}
+
 }  // namespace
 
 int run_infer(int argc, char** argv) {
   option_set opts(
       "infer",
-      "degnn infer --data DIR (--model FILE | --checkpoint FILE) --out DIR [--embeddings L] "
-      "[--nodes FILE]",
+      "degnn infer (--data DIR | --partitions DIR) (--model FILE | --checkpoint FILE) --out DIR "
+      "[--embeddings L] [--nodes FILE]",
       {{"data", "", "dataset directory (OGB raw layout), the one the model was trained on"},
+       {"partitions", "",
+        "instead of --data: a partition set; each partition's shard (all in this process) "
+        "writes OUT/part-K (needs --model)"},
        {"model", "", "a model file (degnn export, train --save-model)"},
        kCheckpointSpec,
        kNormalizeSpec,
@@ -86,11 +139,13 @@ int run_infer(int argc, char** argv) {
        {"batch-nodes", "8192", "destination nodes per block of the layer-wise pass"},
        {"cache-dir", "", "where dataset caches go (default ~/.cache/degnn)"}});
   if (!opts.parse(argc, argv, 0)) return 0;
-  if (opts.str("data").empty()) throw config_error("--data DIR is required");
+  if (opts.str("data").empty() == opts.str("partitions").empty())
+    throw config_error("give one of --data DIR and --partitions DIR");
   if (opts.str("out").empty()) throw config_error("--out DIR is required");
   loaded_model m = read_model(opts);
   const model_config& c = m.model.config();
   const auto layer = static_cast<std::int32_t>(opts.integer("embeddings", 0, c.num_layers - 1));
+  if (!opts.str("partitions").empty()) return infer_on_partitions(opts, m, layer);
   stopwatch clock;
   dataset d = load_dataset(opts.str("data"), {.use_cache = true,
                                               .cache_path = {},

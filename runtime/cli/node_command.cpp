@@ -28,14 +28,6 @@ int run_node(int argc, char** argv) {
         "node: --data is not used by a node, which reads only its partition from "
         "--partitions (made by degnn partition); remove it");
   }
-  for (const char* key : {"init", "save-model"}) {
-    if (opts.given(key)) {
-      throw config_error(std::string("node: --") + key +
-                         " is not supported by node processes yet; train with degnn train (one "
-                         "process or in-process shards), or export node 0's checkpoint with "
-                         "degnn export");
-    }
-  }
   for (const char* key : {"parts", "compare-with", "cache-dir"}) {
     if (opts.given(key)) {
       throw config_error(std::string("node: --") + key +
@@ -47,6 +39,15 @@ int run_node(int argc, char** argv) {
     throw config_error("node: --partitions DIR is required (made by degnn partition)");
   node_process_settings n;
   n.train = read_train_settings(opts);
+  if (opts.flag("infer")) {
+    if (n.train.init.empty() || n.train.predictions.empty())
+      throw config_error("node: --infer needs --init MODEL and --predictions DIR");
+    if (opts.given("epochs") || opts.given("resume") || opts.given("checkpoint-dir"))
+      throw config_error(
+          "node: --infer trains no epoch: remove --epochs, --resume and "
+          "--checkpoint-dir");
+    n.train.epochs = 0;  // one evaluation of the starting parameters (drive_training)
+  }
   n.mode = read_launch_mode(opts);
   n.insecure = opts.flag("insecure");
   // Without TLS, whoever reaches the port is a peer (the door bounds what a stranger costs, not

@@ -13,6 +13,10 @@ namespace degnn {
 std::vector<option_spec> node_option_specs() {
   auto specs = train_option_specs();
   specs.push_back({"is-seed", "false", "this node is the seed (rank 0): the others join it", true});
+  specs.push_back({"infer", "false",
+                   "no training: evaluate the --init model once and write each partition's "
+                   "--predictions (every node its own part-K)",
+                   true});
   specs.push_back({"join", "",
                    "HOST:PORT of the seed to join, or auto (DEGNN_SEED, Slurm or a Kubernetes "
                    "StatefulSet)"});

@@ -108,8 +108,9 @@ void node_process::load() {
   if (settings_.crash_after_step) ws_.on_step = crash_after_step(*settings_.crash_after_step);
   // Resuming: each node reads its own copy of the run's last commit; a joiner learns the step
   // from its seed's view (every node holds the file of any commit).
-  // A seed whose copy cannot be read still publishes, to tell every joiner why at once.
-  if (mode_.kind != launch_mode::joiner) {
+  // A seed whose copy cannot be read still publishes, to tell every joiner why at once. A
+  // joiner with --init reads the file itself (the greeting compares its checksum).
+  if (mode_.kind != launch_mode::joiner || (s_.resume.empty() && !s_.init.empty())) {
     try {
       start_ = load_cluster_start(s_, rc_, ws_.run_id, meta_.num_parts);
     } catch (const data_error& e) {

@@ -61,6 +61,13 @@ inline std::string two_places(double seconds) {
   return out;
 }
 
+/// "0.7930" (an accuracy, for the log).
+inline std::string four_places(double fraction) {
+  char out[32];
+  std::snprintf(out, sizeof out, "%.4f", fraction);
+  return out;
+}
+
 /// Runs `stop` when destroyed (set once there is something to stop).
 struct stopper {
   std::function<void()> stop;

@@ -5,6 +5,8 @@
 #include <cstdio>
 
 #include "model/data_error.hpp"
+#include "model/model_file.hpp"
+#include "model/replica.hpp"
 #include "runtime/cli/node_process_phases.hpp"
 
 namespace degnn::node_process_detail {
@@ -326,6 +328,20 @@ int node_process::finish() {
   report_->finish();
   if (board_) board_->set_phase("finished");
   print_node_summary(result_, *report_, losses_);
+  if (result_.inference) {
+    const eval_result& e = *result_.inference;
+    say("inference: accuracy train " + four_places(e.accuracy(0)) + ", valid " +
+        four_places(e.accuracy(1)) + ", test " + four_places(e.accuracy(2)) +
+        "; every node wrote its partitions' predictions under " + s_.predictions);
+  }
+  if (!s_.save_model.empty() && !result_.parameters.empty()) {
+    model_replica r(rc_);
+    r.set_parameters(result_.parameters);
+    save_model_file(s_.save_model, r.model(),
+                    {r.model().config(), s_.normalize_features, total_steps()},
+                    format_for(s_.save_model));
+    say("saved the final model to " + s_.save_model);
+  }
   for (size_t p = 0; p < n_; ++p) {
     if (static_cast<int>(p) == id_ || members_.view.members[p].lost) continue;
     (*self_)

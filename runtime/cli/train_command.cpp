@@ -19,18 +19,6 @@ namespace degnn {
 
 namespace {
 
-/// What a cluster on a partition set needs of its dataset (name, sizes), from the set's meta:
-/// a graph with no edges, features with no rows, no labels (the parts hold all of them).
-dataset outline_of(const partition_meta& meta) {
-  dataset d;
-  d.name = meta.dataset_name;
-  d.graph.num_nodes = meta.num_nodes;
-  d.graph.indptr.assign(static_cast<size_t>(meta.num_nodes) + 1, 0);
-  d.features = Matrix(0, meta.num_features);
-  d.num_classes = meta.num_classes;
-  return d;
-}
-
 // --init's file must describe this run's model and input transform (the trainers copy its weights).
 void check_init_file(const train_settings& s, const dataset& d) {
   const loaded_model m = load_model_file(s.init);
@@ -180,7 +168,7 @@ int run_train(int argc, char** argv) {
       throw config_error("--parts " + std::to_string(s.parts) + " but " + s.partitions + " has " +
                          std::to_string(meta->num_parts) + " parts (leave --parts out)");
     }
-    // Without --data the dataset is not read (outline_of below), so even a set that does not
+    // Without --data the dataset is not read (dataset_outline below), so even a set that does not
     // record its folder needs none.
     if (!opts.given("data")) s.data = meta->source;
     workers = meta->num_parts;
@@ -190,7 +178,7 @@ int run_train(int argc, char** argv) {
   // does, so the dataset itself is not loaded (it would be one more copy of every feature); an
   // explicit --data is loaded, to be checked against the set.
   dataset d = meta && !opts.given("data")
-                  ? outline_of(*meta)
+                  ? dataset_outline(*meta)
                   : load_dataset(s.data, {.use_cache = true,
                                           .cache_path = {},
                                           .verbose = false,

@@ -57,6 +57,13 @@ std::vector<option_spec> train_option_specs() {
       {"init", "",
        "start from the weights of this model file (degnn export, --save-model, or PyTorch in the "
        "same layout, docs/model_use.md) with a fresh optimiser"},
+      {"predictions", "",
+       "write every node's predictions, probabilities and logits as .npy files at each "
+       "evaluation (the last one stays): into DIR in one process, DIR/part-K per partition in a "
+       "cluster (docs/model_use.md)"},
+      {"embeddings", "0",
+       "with --predictions: also write hidden layer L's output (1 .. layers-1) as "
+       "embeddings.npy"},
       {"save-model", "",
        "write the final model to this file when training ends (safetensors; npz when the name "
        "ends in .npz)"},
@@ -157,6 +164,11 @@ train_settings read_train_settings(const option_set& opts) {
   s.resume = opts.str("resume");
   s.init = opts.str("init");
   s.save_model = opts.str("save-model");
+  s.predictions = opts.str("predictions");
+  s.predictions_embeddings =
+      static_cast<std::int32_t>(opts.integer("embeddings", 0, s.model.num_layers - 1));
+  if (s.predictions_embeddings > 0 && s.predictions.empty())
+    throw config_error("--embeddings writes with --predictions DIR only");
   if (!s.init.empty() && !s.resume.empty())
     throw config_error("--init and --resume: give one of them (--resume restores the weights too)");
   if (opts.given("resume-step")) {

@@ -4,6 +4,9 @@
 #include <cstdio>
 
 #include "model/commit_record.hpp"
+#include "model/crc32.hpp"
+#include "model/durable_file.hpp"
+#include "model/model_file.hpp"
 #include "runtime/process/config_error.hpp"
 
 namespace degnn {
@@ -41,6 +44,13 @@ cluster_start start_from(committed_checkpoint c, const replica_config& rc, std::
 
 cluster_start load_cluster_start(const train_settings& s, const replica_config& rc,
                                  std::uint64_t cluster_id, int parts) {
+  if (s.resume.empty() && !s.init.empty()) {  // every replica from the file, optimiser fresh
+    model_replica fresh(rc);
+    init_from_model_file(fresh.model(), s.init);
+    auto state = std::make_shared<replica_start>();
+    state->parameters = fresh.parameters();
+    return {0, std::move(state)};
+  }
   if (s.resume.empty()) return {};
   if (s.resume_step) return load_cluster_start_at(s, rc, cluster_id, parts, *s.resume_step);
   return start_from(load_committed_checkpoint(s.resume), rc, cluster_id, parts);
@@ -63,6 +73,14 @@ void add_resume_identity(cluster_identity& identity, const train_settings& s, bo
                                         : "resume=" + std::string(s.resume.empty() ? "no" : "yes"));
   identity.lines.push_back("checkpoints=" + std::string(s.checkpoint_dir.empty() ? "off" : "on") +
                            " every " + std::to_string(s.checkpoint_every));
+  if (!s.init.empty()) {  // every node must start from the same weights
+    const auto bytes = read_whole_file(s.init);
+    char crc[16];
+    std::snprintf(crc, sizeof crc, "%08x",
+                  bytes ? crc32_update(0, bytes->data(), bytes->size()) : 0u);
+    identity.lines.push_back(std::string("init=") + crc);
+  }
+  if (s.epochs == 0) identity.lines.push_back("infer=yes");
 }
 
 }  // namespace degnn

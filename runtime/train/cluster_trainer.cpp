@@ -13,7 +13,6 @@
 #include "model/checkpoint.hpp"
 #include "model/durable_file.hpp"
 #include "model/feature_transform.hpp"
-#include "model/model_file.hpp"
 #include "model/partition_store.hpp"
 #include "model/partitioner.hpp"
 #include "model/sampler.hpp"
@@ -61,6 +60,8 @@ worker_settings make_worker_settings(const train_settings& s) {
       .local_bias = s.local_bias,
       .trace = !s.trace.empty(),
       .checkpoint_dir = s.checkpoint_dir,
+      .predictions_dir = s.predictions,
+      .predictions_embeddings = s.predictions_embeddings,
       .faults = s.faults};
 }
 
@@ -223,6 +224,10 @@ cluster_result drive_training(coordinator& coord, const train_settings& s, const
                               std::uint64_t nb, std::uint64_t first_step, training_report& report,
                               const step_hook& on_step, const between_steps_hook& between_steps) {
   cluster_result result;
+  if (s.epochs == 0) {  // inference: one exact evaluation of the starting parameters, no step
+    result.inference = coord.evaluate(rc.num_layers, first_step);
+    return result;
+  }
   if (first_step >= static_cast<std::uint64_t>(s.epochs) * nb) {
     throw config_error("the checkpoint resumes at step " + std::to_string(first_step) +
                        ", after the last step of " + std::to_string(s.epochs) + " epochs of " +
@@ -385,13 +390,6 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
   check_fault_links(s.faults.get(), book->num_parts());
   const cluster_start start = load_cluster_start(s, rc, ws.run_id, book->num_parts());
   ws.start = start.state;
-  if (!s.init.empty() && !ws.start) {  // every replica starts from the file, optimiser fresh
-    model_replica fresh(rc);
-    init_from_model_file(fresh.model(), s.init);
-    auto state = std::make_shared<replica_start>();
-    state->parameters = fresh.parameters();
-    ws.start = std::move(state);
-  }
   // Every shard is in this process: halo caches read the owners' feature rows instead of copies.
   ws.shared_parts =
       std::make_shared<const std::vector<std::shared_ptr<const graph_partition>>>(parts);

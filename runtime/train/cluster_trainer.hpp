@@ -3,6 +3,7 @@
 // node).
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "actors/coordinator.hpp"
@@ -29,6 +30,8 @@ struct cluster_result {
   /// In-process runs under a fault policy: messages damaged, sent again and duplicated.
   std::uint64_t faults_corrupted = 0, faults_retried = 0, faults_duplicated = 0, faults_delayed = 0;
   std::uint64_t recoveries = 0;  ///< degnn node --recover adopt: members lost and replaced
+  /// An inference run (--epochs 0, degnn infer): its one evaluation, no training.
+  std::optional<eval_result> inference;
 };
 
 /// Partitions d (or loads s.partitions), spawns the cluster, trains. Throws on any failure.

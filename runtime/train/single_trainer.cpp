@@ -7,6 +7,7 @@
 #include "model/checkpoint.hpp"
 #include "model/inference.hpp"
 #include "model/model_file.hpp"
+#include "model/prediction_files.hpp"
 #include "model/sampler.hpp"
 #include "runtime/process/config_error.hpp"
 #include "runtime/process/process_stats.hpp"
@@ -19,6 +20,22 @@ std::uint64_t batches_per_epoch(std::span<const std::size_t> train_per_part, int
     most = std::max<std::uint64_t>(most, (n + batch_size - 1) / batch_size);
   return most;
 }
+
+namespace {
+
+// --predictions in one process: every node's rows of this evaluation.
+void write_all_predictions(const train_settings& s, const dataset& d, Matrix logits,
+                           Matrix hidden) {
+  std::vector<node_id> nodes(static_cast<std::size_t>(d.num_nodes()));
+  for (node_id v = 0; v < d.num_nodes(); ++v)
+    nodes[static_cast<std::size_t>(v)] = v;
+  write_predictions(
+      s.predictions,
+      {std::move(nodes), std::move(logits), std::move(hidden), s.predictions_embeddings},
+      {{"format", "degnn-inference 1"}, {"dataset", d.name}});
+}
+
+}  // namespace
 
 std::vector<float> train_single(const train_settings& s, const dataset& d, training_report& report,
                                 const step_hook& on_step) {
@@ -90,13 +107,18 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
                  {"other", std::max(0.0, rec.epoch_s - rec.sample_s - rec.compute_s)}};
     if (s.eval_every > 0 && ((epoch + 1) % s.eval_every == 0 || epoch + 1 == s.epochs)) {
       stopwatch clock;
-      const Matrix logits = d.sparse_features
-                                ? layerwise_inference(replica.model(), d.graph, *d.sparse_features)
-                                : layerwise_inference(replica.model(), d.graph, d.features);
+      Matrix hidden;
+      const std::int32_t keep = s.predictions_embeddings - 1;  // -1: none
+      Matrix logits = d.sparse_features
+                          ? layerwise_inference(replica.model(), d.graph, *d.sparse_features, 8192,
+                                                keep, keep >= 0 ? &hidden : nullptr)
+                          : layerwise_inference(replica.model(), d.graph, d.features, 8192, keep,
+                                                keep >= 0 ? &hidden : nullptr);
       rec.evaluated = true;
       rec.eval_train_acc = accuracy(logits, d.labels, d.train);
       rec.valid_acc = accuracy(logits, d.labels, d.valid);
       rec.test_acc = accuracy(logits, d.labels, d.test);
+      if (!s.predictions.empty()) write_all_predictions(s, d, std::move(logits), std::move(hidden));
       rec.eval_s = clock.seconds();
     }
     if (report.epoch_done(rec) && !s.checkpoint.empty()) {

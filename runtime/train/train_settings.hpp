@@ -37,6 +37,10 @@ struct train_settings {
   std::string resume;      ///< checkpoint to start from (clusters: a checkpoint folder)
   std::string init;        ///< model file whose weights the run starts from, empty = none
   std::string save_model;  ///< model file written when training ends, empty = none
+  /// Every evaluation writes the nodes' predictions here (clusters: DIR/part-K per partition),
+  /// with layer predictions_embeddings's output when > 0; empty = none.
+  std::string predictions;
+  std::int32_t predictions_embeddings = 0;
   std::optional<std::uint64_t> resume_step;  ///< clusters: that step's checkpoint, not the newest
   std::string checkpoint_dir;                ///< clusters: coordinated checkpoints, empty = none
   std::uint64_t checkpoint_every = 0;        ///< clusters: also every N steps of an epoch

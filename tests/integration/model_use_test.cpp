@@ -4,6 +4,7 @@
 // from them. Bad inputs give one error and leave no output file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -149,6 +150,72 @@ TEST_P(InferOn, PredictionsGiveTheAccuracyTrainingReported) {
 
 INSTANTIATE_TEST_SUITE_P(ModelUse, InferOn, ::testing::Values("cora", "pubmed"));
 
+// The same model's predictions from one process, 4 in-process shards and 3 node processes (each
+// shard writing its partition's part-K): the same class for every node, probabilities within
+// 1e-5. Node processes also train with --save-model (node 0 writes it).
+TEST(ModelUse, OneProcessFourShardsAndThreeNodeProcessesWriteTheSamePredictions) {
+  temp_dir dir("infer-everywhere");
+  const fs::path model = dir.path / "m.safetensors";
+  auto args = cora_run("sage", 2);
+  args.insert(args.end(), {"--save-model", model.string()});
+  ASSERT_EQ(run(dir, args).rc, 0);
+  for (const char* parts : {"3", "4"})
+    ASSERT_EQ(run_degnn(dir, {"partition", "--data", data("cora"), "--parts", parts, "--out",
+                              (dir.path / (std::string("cora-") + parts)).string()})
+                  .rc,
+              0);
+  const auto one = run_degnn(dir, {"infer", "--data", data("cora"), "--model", model.string(),
+                                   "--out", (dir.path / "one").string(), "--embeddings", "1"});
+  ASSERT_EQ(one.rc, 0) << one.out;
+  const auto shards = run_degnn(
+      dir, {"infer", "--partitions", (dir.path / "cora-4").string(), "--model", model.string(),
+            "--out", (dir.path / "shards").string(), "--embeddings", "1"});
+  ASSERT_EQ(shards.rc, 0) << shards.out;
+  const auto nodes = run_degnn(
+      dir, {"launch", "--local", "3", "--partitions", (dir.path / "cora-3").string(), "--init",
+            model.string(), "--infer", "--predictions", (dir.path / "nodes").string(),
+            "--embeddings", "1", "--layers", "2", "--hidden", "32", "--fanouts", "10,10"});
+  ASSERT_EQ(nodes.rc, 0) << nodes.out;
+  const auto reference = values<float>(npy(dir.path / "one" / "probabilities.npy"));
+  const auto reference_emb = values<float>(npy(dir.path / "one" / "embeddings.npy"));
+  const auto classes = values<std::int32_t>(npy(dir.path / "one" / "predictions.npy"));
+  for (const auto& [folder, parts] : {std::pair{"shards", 4}, std::pair{"nodes", 3}}) {
+    std::vector<bool> seen(classes.size(), false);
+    for (int k = 0; k < parts; ++k) {
+      const fs::path part = dir.path / folder / ("part-" + std::to_string(k));
+      const auto ids = values<std::int64_t>(npy(part / "node_ids.npy"));
+      const auto p = values<float>(npy(part / "probabilities.npy"));
+      const auto e = values<float>(npy(part / "embeddings.npy"));
+      const auto c = values<std::int32_t>(npy(part / "predictions.npy"));
+      ASSERT_EQ(p.size(), ids.size() * 7) << part;
+      ASSERT_EQ(e.size(), ids.size() * 32) << part;
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        const auto v = static_cast<std::size_t>(ids[i]);
+        ASSERT_FALSE(seen[v]) << "node " << v << " written twice";
+        seen[v] = true;
+        ASSERT_EQ(c[i], classes[v]) << folder << " node " << v;
+        for (int k2 = 0; k2 < 7; ++k2)
+          ASSERT_NEAR(p[i * 7 + k2], reference[v * 7 + k2], 1e-5) << folder << " node " << v;
+        for (int k2 = 0; k2 < 32; ++k2)
+          ASSERT_NEAR(e[i * 32 + k2], reference_emb[v * 32 + k2], 1e-4) << folder << " node " << v;
+      }
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), true), 2708) << folder;
+  }
+  // Node processes train and node 0 writes the final model.
+  const fs::path trained = dir.path / "nodes.safetensors";
+  const auto train =
+      run_degnn(dir, {"launch", "--local", "3", "--partitions", (dir.path / "cora-3").string(),
+                      "--epochs", "2", "--layers", "2", "--hidden", "32", "--fanouts", "10,10",
+                      "--save-model", trained.string()});
+  ASSERT_EQ(train.rc, 0) << train.out;
+  EXPECT_TRUE(contains(train.out, "saved the final model to")) << train.out;
+  EXPECT_EQ(run_degnn(dir, {"infer", "--data", data("cora"), "--model", trained.string(), "--out",
+                            (dir.path / "after").string()})
+                .rc,
+            0);
+}
+
 // export, then infer from the file: the same logits, byte for byte, as from the checkpoint; a
 // node list selects rows.
 TEST(ModelUse, AnExportedModelInfersAsItsCheckpoint) {
@@ -223,10 +290,11 @@ TEST(ModelUse, BadInputsGiveOneErrorAndNoOutput) {
     EXPECT_TRUE(contains(r.out, c.message)) << "want '" << c.message << "' in: " << r.out;
     EXPECT_FALSE(fs::exists(out) && !fs::is_empty(out)) << "files left by: " << r.out;
   }
-  const auto node =
-      run_degnn(dir, {"node", "--partitions", dir.path.string(), "--save-model", "m"});
-  EXPECT_TRUE(contains(node.out, "--save-model is not supported by node processes yet"))
-      << node.out;
+  const auto node = run_degnn(dir, {"node", "--partitions", dir.path.string(), "--infer"});
+  EXPECT_TRUE(contains(node.out, "--infer needs --init MODEL and --predictions DIR")) << node.out;
+  const auto no_model = run_degnn(dir, {"infer", "--partitions", dir.path.string(), "--checkpoint",
+                                        ck.string(), "--out", out.string()});
+  EXPECT_TRUE(contains(no_model.out, "--partitions needs --model FILE")) << no_model.out;
 }
 
 // scripts/pytorch_model.py rebuilds SAGE and GCN at 2 and 3 layers from the exported file and
