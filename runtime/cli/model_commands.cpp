@@ -73,7 +73,11 @@ int infer_on_partitions(const option_set& opts, const loaded_model& m, std::int3
     throw config_error(
         "--partitions needs --model FILE (make one from a checkpoint with degnn export "
         "--checkpoint C --out M.safetensors)");
-  if (opts.given("nodes")) throw config_error("--nodes applies to one process only");
+  for (const char* key : {"nodes", "batch-nodes", "cache-dir", "normalize-features"})
+    if (opts.given(key))
+      throw config_error(std::string("--") + key +
+                         " applies to --data only (the partitions hold the features; the model "
+                         "file names its input transform)");
   const partition_meta meta = load_partition_meta(opts.str("partitions"));
   const model_config& c = m.model.config();
   if (meta.num_features != c.in_dim || meta.num_classes != c.num_classes)

@@ -18,19 +18,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct outcome {
-  int rc;
-  std::string out;
-};
-
-outcome run(const temp_dir& dir, std::vector<std::string> args, const std::string& log = "run") {
-  const fs::path file = dir.path / (log + ".log");
-  child_process p(args, file);
-  const int rc = p.wait(240s);
-  return {rc, read_file(file)};
+command_outcome run(const temp_dir& dir, const std::vector<std::string>& args,
+                    const std::string& log = "run") {
+  return run_command(dir, args, log, std::chrono::seconds(240));
 }
 
-outcome run_degnn(const temp_dir& dir, std::vector<std::string> args) {
+command_outcome run_degnn(const temp_dir& dir, std::vector<std::string> args) {
   args.insert(args.begin(), DEGNN_BINARY);
   return run(dir, std::move(args));
 }

@@ -221,6 +221,23 @@ struct temp_dir {
   ~temp_dir() { fs::remove_all(path); }
 };
 
+/// A command run to its end: exit code and everything it printed.
+struct command_outcome {
+  int rc;
+  std::string out;
+};
+
+/// Runs `args` (a program and its arguments) with its output in DIR/LOG.log, for at most
+/// `limit`.
+inline command_outcome run_command(const temp_dir& dir, const std::vector<std::string>& args,
+                                   const std::string& log = "run",
+                                   std::chrono::seconds limit = std::chrono::seconds(120)) {
+  const fs::path file = dir.path / (log + ".log");
+  child_process p(args, file);
+  const int rc = p.wait(limit);
+  return {rc, read_file(file)};
+}
+
 /// The per-step losses of a node summary line ("step_losses":[...]).
 inline std::vector<double> step_losses(const std::string& log) {
   std::vector<double> out;

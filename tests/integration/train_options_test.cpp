@@ -12,17 +12,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct outcome {
-  int rc;
-  std::string out;
-};
-
-outcome run_degnn(const temp_dir& dir, std::vector<std::string> args) {
+command_outcome run_degnn(const temp_dir& dir, std::vector<std::string> args) {
   args.insert(args.begin(), DEGNN_BINARY);
-  const fs::path log = dir.path / "run.log";
-  child_process p(args, log);
-  const int rc = p.wait(120s);
-  return {rc, read_file(log)};
+  return run_command(dir, args);
 }
 
 const std::string cora = (fs::path(DEGNN_SOURCE_DIR) / "data/cora").string();
@@ -72,7 +64,7 @@ TEST(TrainOptions, AnOptionTheRunWouldIgnoreIsAnErrorNamingIt) {
   for (const auto& bad : cases) {
     std::vector<std::string> args = {"train", "--epochs", "1", "--no-progress"};
     args.insert(args.end(), bad.args.begin(), bad.args.end());
-    const outcome r = run_degnn(dir, args);
+    const command_outcome r = run_degnn(dir, args);
     EXPECT_EQ(r.rc, 1) << r.out;
     EXPECT_NE(r.out.find(bad.message), std::string::npos) << r.out;
   }
@@ -87,7 +79,7 @@ TEST(TrainOptions, SparseFeaturesTrainAsDenseOnes) {
         "train", "--data",        cora,          "--epochs",
         "3",     "--no-progress", "--cache-dir", (dir.path / "cache").string()};
     if (sparse) args.push_back("--sparse-features");
-    const outcome r = run_degnn(dir, args);
+    const command_outcome r = run_degnn(dir, args);
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_EQ(sparse,
               r.out.find("features as compressed rows: 1.27% of 2708 x 1433") != std::string::npos)
@@ -106,11 +98,11 @@ TEST(TrainOptions, SparseFeaturesTrainAsDenseOnes) {
 TEST(TrainOptions, ACompressedPartitionSetTrainsInEitherLayout) {
   temp_dir dir("train-sparse-set");
   const auto parts = (dir.path / "cora-2").string();
-  const outcome cut =
+  const command_outcome cut =
       run_degnn(dir, {"partition", "--data", cora, "--parts", "2", "--out", parts,
                       "--sparse-features", "--cache-dir", (dir.path / "cache").string()});
   ASSERT_EQ(cut.rc, 0) << cut.out;
-  const outcome info = run_degnn(dir, {"info", "--data", parts});
+  const command_outcome info = run_degnn(dir, {"info", "--data", parts});
   EXPECT_NE(info.out.find("feature rows stored compressed"), std::string::npos) << info.out;
   // In one process, and in two node processes (degnn launch: each node reads its part's file).
   auto losses = [&](bool sparse, bool processes) {
@@ -123,7 +115,7 @@ TEST(TrainOptions, ACompressedPartitionSetTrainsInEitherLayout) {
                                              : std::vector<std::string>{"train"};
     args.insert(args.begin(), how.begin(), how.end());
     if (sparse) args.push_back("--sparse-features");
-    const outcome r = run_degnn(dir, args);
+    const command_outcome r = run_degnn(dir, args);
     EXPECT_EQ(r.rc, 0) << r.out;
     return epoch_losses(r.out);
   };
@@ -142,8 +134,8 @@ TEST(TrainOptions, APartitionSetNamesItsDatasetFolder) {
   const auto parts = (dir.path / "cora-2").string();
   ASSERT_EQ(run_degnn(dir, {"partition", "--data", cora, "--parts", "2", "--out", parts}).rc, 0);
   // No --data: the set's folder is used (it used to fall back to data/pubmed and fail).
-  const outcome r = run_degnn(dir, {"train", "--partitions", parts, "--epochs", "1",
-                                    "--no-progress", "--batch-size", "64"});
+  const command_outcome r = run_degnn(dir, {"train", "--partitions", parts, "--epochs", "1",
+                                            "--no-progress", "--batch-size", "64"});
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("cora: 2708 nodes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("centralized pipeline, 2 part(s)"), std::string::npos) << r.out;
@@ -163,10 +155,10 @@ TEST(TrainOptions, APartitionSetTrainsWithoutItsDatasetFolder) {
                                           "2",     "--no-progress", "--batch-size", "64"};
   std::vector<std::string> loading = train;
   loading.insert(loading.end(), {"--data", copy.string()});
-  const outcome with = run_degnn(dir, loading);
+  const command_outcome with = run_degnn(dir, loading);
   ASSERT_EQ(with.rc, 0) << with.out;
   fs::remove_all(copy);
-  const outcome without = run_degnn(dir, train);
+  const command_outcome without = run_degnn(dir, train);
   ASSERT_EQ(without.rc, 0) << without.out;
   EXPECT_NE(without.out.find("cora: 2708 nodes, 10556 in-edges, 1433 features, 7 classes"),
             std::string::npos)
@@ -232,7 +224,7 @@ TEST(EpochTimes, TheSplitAddsUpToTheEpochAndOverlapIsShownAsSuch) {
                                      "3",         "--fanouts",     "10,10,10", "--no-progress",
                                      "--metrics", metrics.string()};
     args.insert(args.end(), run.args.begin(), run.args.end());
-    const outcome r = run_degnn(dir, args);
+    const command_outcome r = run_degnn(dir, args);
     ASSERT_EQ(r.rc, 0) << r.out;
     const auto times = read_times(metrics);
     ASSERT_EQ(times.size(), 2u) << run.name;
@@ -257,7 +249,7 @@ TEST(ClusterEpoch, VisitsEveryTrainingNodeOnce) {
     for (const std::string pipeline : {"centralized", "decentralized"}) {
       const fs::path metrics = dir.path / "m.json";
       fs::remove(metrics);
-      const outcome r =
+      const command_outcome r =
           run_degnn(dir, {"train", "--data", cora, "--parts", "4", "--partition-method", method,
                           "--pipeline", pipeline, "--epochs", "2", "--batch-size", "16",
                           "--eval-every", "0", "--no-progress", "--metrics", metrics.string()});
@@ -275,11 +267,12 @@ TEST(ClusterEpoch, VisitsEveryTrainingNodeOnce) {
 
 TEST(ClusterEpoch, AGlobalBatchSizeIsSharedByTheWorkers) {
   temp_dir dir("global-batch");
-  const outcome r = run_degnn(dir, {"train", "--data", cora, "--parts", "4", "--global-batch-size",
-                                    "32", "--epochs", "1", "--no-progress"});
+  const command_outcome r =
+      run_degnn(dir, {"train", "--data", cora, "--parts", "4", "--global-batch-size", "32",
+                      "--epochs", "1", "--no-progress"});
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("batch 8 per worker (32 per step)"), std::string::npos) << r.out;
-  const outcome bad = run_degnn(
+  const command_outcome bad = run_degnn(
       dir, {"train", "--data", cora, "--parts", "4", "--global-batch-size", "30", "--epochs", "1"});
   EXPECT_EQ(bad.rc, 1);
   EXPECT_NE(bad.out.find("--global-batch-size 30 is not a multiple of the 4 workers"),
@@ -302,9 +295,10 @@ TEST(NormalizeFeatures, PartitionFilesAreNormalizedLikeTheDatasetInMemory) {
     args.insert(args.end(), extra.begin(), extra.end());
     return run_degnn(dir, args);
   };
-  const outcome from_files = run({"--partitions", parts, "--normalize-features", "row"});
-  const outcome in_memory = run({"--data", cora, "--parts", "2", "--normalize-features", "row"});
-  const outcome raw = run({"--partitions", parts});
+  const command_outcome from_files = run({"--partitions", parts, "--normalize-features", "row"});
+  const command_outcome in_memory =
+      run({"--data", cora, "--parts", "2", "--normalize-features", "row"});
+  const command_outcome raw = run({"--partitions", parts});
   ASSERT_EQ(from_files.rc, 0) << from_files.out;
   ASSERT_EQ(in_memory.rc, 0) << in_memory.out;
   ASSERT_EQ(raw.rc, 0) << raw.out;
