@@ -43,7 +43,7 @@ namespace {
 
 Matrix run_layers(const gnn_model& model, const csr_graph& g, const Matrix* dense,
                   const sparse_rows* sparse, node_id batch_nodes, std::int32_t keep = -1,
-                  Matrix* kept = nullptr) {
+                  Matrix* kept = nullptr, const layer_progress& progress = {}) {
   const Eigen::Index rows = dense ? dense->rows() : sparse->rows();
   const Eigen::Index cols = dense ? dense->cols() : sparse->cols();
   if (rows != g.num_nodes || cols != model.config().in_dim)
@@ -80,6 +80,7 @@ Matrix run_layers(const gnn_model& model, const csr_graph& g, const Matrix* dens
     }
     if (kept && l == keep) *kept = next;
     std::swap(prev, next);
+    if (progress) progress(l + 1, model.num_layers());
   }
   return prev;
 }
@@ -97,8 +98,9 @@ Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const spa
 }
 
 Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const Matrix& features,
-                           node_id batch_nodes, std::int32_t keep, Matrix* kept) {
-  return run_layers(model, g, &features, nullptr, batch_nodes, keep, kept);
+                           node_id batch_nodes, std::int32_t keep, Matrix* kept,
+                           const layer_progress& progress) {
+  return run_layers(model, g, &features, nullptr, batch_nodes, keep, kept, progress);
 }
 
 Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const sparse_rows& features,

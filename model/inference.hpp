@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -30,11 +31,15 @@ Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const Mat
 Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const sparse_rows& features,
                            node_id batch_nodes = 8192);
 
+/// Told after each layer of a layer-wise pass: the layer (1-based) and the number of layers.
+using layer_progress = std::function<void(std::int32_t layer, std::int32_t layers)>;
+
 /// layerwise_inference that also keeps layer `keep`'s output (0-based, a hidden layer: keep <
 /// num_layers - 1, after its ReLU) in *kept, (num_nodes, hidden): the node embeddings of that
-/// layer.
+/// layer; `progress` (if set) is told after each layer.
 Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const Matrix& features,
-                           node_id batch_nodes, std::int32_t keep, Matrix* kept);
+                           node_id batch_nodes, std::int32_t keep, Matrix* kept,
+                           const layer_progress& progress = {});
 Matrix layerwise_inference(const gnn_model& model, const csr_graph& g, const sparse_rows& features,
                            node_id batch_nodes, std::int32_t keep, Matrix* kept);
 

@@ -176,9 +176,14 @@ int run_infer(int argc, char** argv) {
   clock.reset();
   Matrix hidden;
   const auto batch = static_cast<node_id>(opts.integer("batch-nodes", 1, 1 << 24));
-  Matrix logits = layer > 0
-                      ? layerwise_inference(m.model, d.graph, d.features, batch, layer - 1, &hidden)
-                      : layerwise_inference(m.model, d.graph, d.features, batch);
+  // One line per layer: a large graph's pass takes minutes.
+  stopwatch layer_clock;
+  const layer_progress progress = [&](std::int32_t l, std::int32_t layers) {
+    std::printf("infer: layer %d of %d done in %.2f s\n", l, layers, layer_clock.seconds());
+    layer_clock.reset();
+  };
+  Matrix logits = layerwise_inference(m.model, d.graph, d.features, batch, layer - 1,
+                                      layer > 0 ? &hidden : nullptr, progress);
   const double infer_s = clock.seconds();
   const bool every_node = opts.str("nodes").empty();
   std::string accuracies;
