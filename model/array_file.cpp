@@ -6,7 +6,10 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -101,26 +104,25 @@ std::string header_value(const std::string& header, const std::string& key,
   return s;
 }
 
+// The dimensions of a shape tuple such as "(2, 3)" or "(5,)"; at most 64 (NumPy's own limit).
 std::vector<std::int64_t> parse_shape(const std::string& text, const std::string& file) {
   std::vector<std::int64_t> shape;
   if (text.size() < 2 || text.front() != '(' || text.back() != ')')
     throw data_error::at(file, 0, "the .npy shape " + text + " is not a tuple");
-  std::string inner = text.substr(1, text.size() - 2);
-  std::size_t at = 0;
-  while (at < inner.size()) {
-    while (at < inner.size() && (inner[at] == ' ' || inner[at] == ','))
+  const char* at = text.data() + 1;
+  const char* end = text.data() + text.size() - 1;
+  while (at < end) {
+    while (at < end && (*at == ' ' || *at == ','))
       ++at;
-    if (at >= inner.size()) break;
-    std::size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(inner.substr(at), &used);
-    } catch (const std::exception&) {
-      throw data_error::at(file, 0, "the .npy shape " + text + " is malformed");
-    }
-    if (v < 0) throw data_error::at(file, 0, "the .npy shape " + text + " has a negative size");
+    if (at >= end) break;
+    std::int64_t v = 0;
+    const auto [next, ec] = std::from_chars(at, end, v);
+    if (ec != std::errc() || next == at)
+      throw data_error::at(file, 0, "the .npy shape " + text.substr(0, 80) + " is malformed");
+    if (v < 0) throw data_error::at(file, 0, "the .npy shape has a negative size");
+    if (shape.size() == 64) throw data_error::at(file, 0, "the .npy shape has over 64 dimensions");
     shape.push_back(v);
-    at += used;
+    at = next;
   }
   return shape;
 }
@@ -306,6 +308,8 @@ std::string encode_npz(std::span<const array_ref> arrays) {
     put<std::uint32_t>(central, offset);
     central += name;
   }
+  if (out.size() >= 0xFFFFFFFFull || central.size() >= 0xFFFFFFFFull || arrays.size() >= 0xFFFF)
+    throw std::length_error("encode_npz: the arrays do not fit a zip without zip64");
   const auto central_at = static_cast<std::uint32_t>(out.size());
   out += central;
   put<std::uint32_t>(out, kEndSig);
@@ -335,6 +339,9 @@ std::vector<stored_array> decode_npz(std::string_view bytes, const std::string& 
   const auto entries = get<std::uint16_t>(bytes, end + 10, file, "end record");
   std::size_t at = get<std::uint32_t>(bytes, end + 16, file, "end record");
   std::vector<stored_array> out;
+  // Each entry's bytes (local header to data end) must be its own: central records that share
+  // an entry would decode one file's bytes many times over.
+  std::map<std::uint64_t, std::uint64_t> spans;  // begin -> end, checked before any copy
   for (std::uint16_t e = 0; e < entries; ++e) {
     if (get<std::uint32_t>(bytes, at, file, "central directory") != kCentralSig)
       throw data_error::at(file, 0, "the zip's central directory is damaged");
@@ -368,6 +375,12 @@ std::vector<stored_array> decode_npz(std::string_view bytes, const std::string& 
                                 get<std::uint16_t>(bytes, local + 28, file, "local");
     if (data_at > bytes.size() || bytes.size() - data_at < packed)
       throw data_error::at(where, 0, "truncated (entry data)");
+    const auto next = spans.lower_bound(local);
+    if ((next != spans.end() && next->first < data_at + packed) ||
+        (next != spans.begin() && std::prev(next)->second > local))
+      throw data_error::at(where, 0,
+                           "it shares bytes with another entry (a damaged or crafted file)");
+    spans.emplace(local, data_at + packed);
     const std::string_view raw = bytes.substr(data_at, packed);
     std::string data;
     if (method == 0) {
@@ -377,7 +390,9 @@ std::vector<stored_array> decode_npz(std::string_view bytes, const std::string& 
     } else {
       throw data_error::at(where, 0, "zip method " + std::to_string(method) + " is not read");
     }
-    if (data.size() != size || crc32_update(0, data.data(), data.size()) != crc)
+    if (data.size() != size)
+      throw data_error::at(where, 0, "its stored and stated sizes differ (a damaged file)");
+    if (crc32_update(0, data.data(), data.size()) != crc)
       throw data_error::at(where, 0, "its CRC-32 does not match (a damaged file)");
     stored_array a = decode_npy(data, where);
     if (name.size() > 4 && name.substr(name.size() - 4) == ".npy") name.resize(name.size() - 4);
@@ -425,6 +440,19 @@ std::vector<stored_array> decode_safetensors(std::string_view bytes, const std::
   if (!header.is_object()) throw data_error::at(file, 0, "its header is not a JSON object");
   const std::string_view data = bytes.substr(8 + header_len);
   std::vector<stored_array> out;
+  // The tensors' byte ranges must tile the data exactly, as the safetensors format requires
+  // (shared ranges would copy one region many times over).
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
+  std::uint64_t claimed = 0;
+  for (const auto& [name, t] : header.items()) {
+    if (name == "__metadata__" || !t.is_object() || !t.contains("data_offsets")) continue;
+    const auto& o = t["data_offsets"];
+    if (o.is_array() && o.size() == 2 && o[0].is_number_unsigned() && o[1].is_number_unsigned() &&
+        o[1].get<std::uint64_t>() >= o[0].get<std::uint64_t>())
+      claimed += o[1].get<std::uint64_t>() - o[0].get<std::uint64_t>();
+  }
+  if (claimed > data.size())
+    throw data_error::at(file, 0, "its tensors claim more bytes than the file holds");
   for (const auto& [name, t] : header.items()) {
     try {
       if (name == "__metadata__") {
@@ -440,6 +468,9 @@ std::vector<stored_array> decode_safetensors(std::string_view bytes, const std::
       for (const auto& d : kDtypes)
         if (dtype == d.safetensors) a.dtype = d.t, known = true;
       if (!known) throw data_error::at(file, 0, name + ": dtype " + dtype + " is not read");
+      for (const auto& dim : t.at("shape"))
+        if (!dim.is_number_integer())
+          throw data_error::at(file, 0, name + ": a dimension that is not an integer");
       a.shape = t.at("shape").get<std::vector<std::int64_t>>();
       for (auto s : a.shape)
         if (s < 0) throw data_error::at(file, 0, name + ": a negative dimension");
@@ -449,12 +480,22 @@ std::vector<stored_array> decode_safetensors(std::string_view bytes, const std::
       if (offsets[1] - offsets[0] !=
           static_cast<std::uint64_t>(elements_of(a.shape, file)) * dtype_size(a.dtype))
         throw data_error::at(file, 0, name + ": its data offsets do not match its shape");
+      spans.emplace_back(offsets[0], offsets[1]);
       a.bytes.assign(data.substr(offsets[0], offsets[1] - offsets[0]));
       out.push_back(std::move(a));
     } catch (const nlohmann::json::exception& e) {
       throw data_error::at(file, 0, name + ": " + e.what());
     }
   }
+  std::sort(spans.begin(), spans.end());
+  std::uint64_t covered = 0;
+  for (const auto& [b, e] : spans) {
+    if (b != covered)
+      throw data_error::at(file, 0, "its tensors' data offsets overlap or leave gaps");
+    covered = e;
+  }
+  if (covered != data.size())
+    throw data_error::at(file, 0, "its tensors do not cover its data exactly");
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include "model/model_file.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -36,16 +37,15 @@ model_settings parse_settings(const std::map<std::string, std::string>& m,
     if (it == m.end()) throw data_error::at(file, 0, std::string("its settings have no ") + key);
     return it->second;
   };
-  auto number = [&](const char* key) {
-    try {
-      std::size_t used = 0;
-      const long long v = std::stoll(field(key), &used);
-      if (used != field(key).size() || v < 0 || v > INT32_MAX) throw std::out_of_range(key);
-      return v;
-    } catch (const std::logic_error&) {
-      throw data_error::at(
-          file, 0, std::string("its setting ") + key + " = '" + field(key) + "' is not a count");
-    }
+  // A whole-string unsigned number no larger than `most`.
+  auto number = [&](const char* key, std::uint64_t most = INT32_MAX) {
+    const std::string& text = field(key);
+    std::uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty() || v > most)
+      throw data_error::at(file, 0,
+                           std::string("its setting ") + key + " = '" + text + "' is not a count");
+    return v;
   };
   model_settings s;
   const std::string& model = field("model");
@@ -56,12 +56,24 @@ model_settings parse_settings(const std::map<std::string, std::string>& m,
   s.config.in_dim = static_cast<std::int32_t>(number("in_dim"));
   s.config.hidden = static_cast<std::int32_t>(number("hidden"));
   s.config.num_classes = static_cast<std::int32_t>(number("num_classes"));
-  if (auto it = m.find("dropout"); it != m.end()) s.config.dropout = std::stof(it->second);
+  if (auto it = m.find("dropout"); it != m.end()) {
+    float p = 0;
+    const std::string& text = it->second;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), p);
+    if (ec != std::errc() || end != text.data() + text.size() || !(p >= 0 && p < 1))
+      throw data_error::at(file, 0, "its dropout '" + text + "' is not a number in [0, 1)");
+    s.config.dropout = p;
+  }
+  if (auto it = m.find("aggregator");
+      it != m.end() && it->second != (model == "gcn" ? "gcn" : "mean"))
+    throw data_error::at(file, 0,
+                         "its aggregator '" + it->second + "' is not what a " + model +
+                             " layer computes here (" + (model == "gcn" ? "gcn" : "mean") + ")");
   if (auto it = m.find("normalize_features"); it != m.end()) s.normalize_features = it->second;
   if (s.normalize_features != "none" && s.normalize_features != "row")
     throw data_error::at(
         file, 0, "its normalize_features '" + s.normalize_features + "' is neither none nor row");
-  if (m.count("step")) s.step = static_cast<std::uint64_t>(number("step"));
+  if (m.count("step")) s.step = number("step", UINT64_MAX);
   return s;
 }
 
@@ -179,7 +191,8 @@ loaded_model decode_model_file(std::string_view bytes, const std::string& file) 
     throw data_error::at(file, 0, "its settings name a layer count or width below 1");
   std::map<std::string, const stored_array*> by_name;
   for (const auto& a : arrays)
-    by_name[a.name] = &a;
+    if (!by_name.emplace(a.name, &a).second)
+      throw data_error::at(file, 0, "holds tensor " + a.name + " twice");
   const bool gcn = c.kind == model_kind::gcn;
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> want;
   for (std::int32_t l = 0; l < c.num_layers && want.size() <= arrays.size(); ++l) {

@@ -63,7 +63,11 @@ def load_graph(folder):
     directed = False
     ini = os.path.join(folder, "dataset.ini")
     if os.path.exists(ini):
-        directed = any(l.replace(" ", "").strip() == "directed=true" for l in open(ini))
+        # As DEGNN's loader reads it: `directed = true`, spaces, tabs and quotes allowed.
+        for line in open(ini):
+            key, _, value = line.partition("=")
+            if key.strip() == "directed":
+                directed = value.strip().strip('"') == "true"
     src, dst = edges[:, 0], edges[:, 1]
     if not directed:
         loops = src == dst

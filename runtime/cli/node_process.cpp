@@ -315,6 +315,9 @@ void node_process::take_partitions() {
     say("replacing a lost node in view " + std::to_string(members_.view.id));
     start_ = replacement_start(sys_, seed_node_, mode_.seed_address.str(), s_.checkpoint_dir, rc_,
                                ws_.run_id, meta_.num_parts, members_.view.resume_step);
+    // No commit yet: the members rolled back to where the run started, --init's weights if any.
+    if (!start_.state && s_.resume.empty() && !s_.init.empty())
+      start_ = load_cluster_start(s_, rc_, ws_.run_id, meta_.num_parts);
     ws_.start = start_.state;
   } else if (mode_.kind == launch_mode::joiner && !s_.resume.empty()) {
     const std::uint64_t step = members_.view.resume_step;

@@ -334,14 +334,6 @@ int node_process::finish() {
         four_places(e.accuracy(1)) + ", test " + four_places(e.accuracy(2)) +
         "; every node wrote its partitions' predictions under " + s_.predictions);
   }
-  if (!s_.save_model.empty() && !result_.parameters.empty()) {
-    model_replica r(rc_);
-    r.set_parameters(result_.parameters);
-    save_model_file(s_.save_model, r.model(),
-                    {r.model().config(), s_.normalize_features, total_steps()},
-                    format_for(s_.save_model));
-    say("saved the final model to " + s_.save_model);
-  }
   for (size_t p = 0; p < n_; ++p) {
     if (static_cast<int>(p) == id_ || members_.view.members[p].lost) continue;
     (*self_)
@@ -357,6 +349,16 @@ int node_process::finish() {
         me_name_ +
         ": the replicas' parameters differ after training (the workers applied different "
         "updates; the run's results cannot be trusted)");
+  }
+  // After the byes and the replicas' check: a model file that cannot be written must not keep the
+  // members waiting.
+  if (!s_.save_model.empty() && !result_.parameters.empty()) {
+    model_replica r(rc_);
+    r.set_parameters(result_.parameters);
+    save_model_file(s_.save_model, r.model(),
+                    {r.model().config(), s_.normalize_features, total_steps()},
+                    format_for(s_.save_model));
+    say("saved the final model to " + s_.save_model);
   }
   return 0;
 }

@@ -223,7 +223,7 @@ train_settings read_train_settings(const option_set& opts) {
         "degnn partition already)");
   }
   // Refused here, before any work: otherwise the error would come only after training.
-  for (const char* key : {"metrics", "trace", "checkpoint"}) {
+  for (const char* key : {"metrics", "trace", "checkpoint", "save-model"}) {
     const std::filesystem::path file = opts.str(key);
     if (file.empty() || !file.has_parent_path()) continue;
     if (!std::filesystem::is_directory(file.parent_path())) {

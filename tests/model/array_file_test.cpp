@@ -192,5 +192,56 @@ TEST(ArrayFile, SafetensorsHeaderDataAndMetadata) {
   }
 }
 
+// Crafted files that would make a small file decode to a large one, or a shape parse for long:
+// refused before the copies.
+TEST(ArrayFile, EntriesThatShareBytesAndOversizedShapesAreRefused) {
+  const float v[4] = {1, 2, 3, 4};
+  const std::string one = encode_npz(std::vector<array_ref>{{"v", array_dtype::f32, {4}, v}});
+  // A second central record pointing at the same local entry (the end record then counts 2).
+  const std::size_t central_at = one.find(std::string("PK\x01\x02", 4));
+  const std::size_t end_at = one.find(std::string("PK\x05\x06", 4));
+  ASSERT_NE(central_at, std::string::npos);
+  std::string record = one.substr(central_at, end_at - central_at);
+  std::string twice = one.substr(0, end_at) + record + one.substr(end_at);
+  const std::uint16_t two = 2;
+  std::memcpy(twice.data() + end_at + record.size() + 8, &two, 2);
+  std::memcpy(twice.data() + end_at + record.size() + 10, &two, 2);
+  const auto size = static_cast<std::uint32_t>(2 * record.size());
+  std::memcpy(twice.data() + end_at + record.size() + 12, &size, 4);
+  try {
+    decode_npz(twice, "twice.npz");
+    FAIL() << "two records of one entry were read";
+  } catch (const data_error& e) {
+    EXPECT_NE(std::string(e.what()).find("shares bytes with another entry"), std::string::npos)
+        << e.what();
+  }
+  // safetensors: two tensors over the same bytes.
+  std::string shared = encode_safetensors(
+      std::vector<array_ref>{{"a", array_dtype::f32, {2}, v}, {"b", array_dtype::f32, {2}, v + 2}},
+      {});
+  shared.replace(shared.find("[8,16]"), 6, "[0, 8]");
+  EXPECT_THROW(decode_safetensors(shared, "shared.safetensors", nullptr), data_error);
+  std::string fractional =
+      encode_safetensors(std::vector<array_ref>{{"a", array_dtype::f32, {4}, v}}, {});
+  fractional.replace(fractional.find("[4]"), 3, "[4.0]");
+  EXPECT_THROW(decode_safetensors(fractional, "f.safetensors", nullptr), data_error);
+  // 65 dimensions: past NumPy's own limit.
+  std::string dims = "(";
+  for (int i = 0; i < 65; ++i)
+    dims += "1, ";
+  dims += ")";
+  std::string npy = encode_npy({"x", array_dtype::f32, {1}, v});
+  const std::size_t at = npy.find("(1,)");
+  npy.replace(at, 4, dims);
+  const auto header_len = static_cast<std::uint16_t>(npy.size() - 10 - sizeof(float));
+  std::memcpy(npy.data() + 8, &header_len, 2);
+  try {
+    decode_npy(npy, "dims.npy");
+    FAIL() << "a 65-dimension shape was read";
+  } catch (const data_error& e) {
+    EXPECT_NE(std::string(e.what()).find("over 64 dimensions"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace degnn

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "model/data_error.hpp"
 #include "model/model_file.hpp"
@@ -142,6 +143,30 @@ TEST(ModelFile, AMissingTensorAWrongShapeANanAndADamagedFileAreNamed) {
   with_nan[1].data = nan.data();
   write(dir.path / "nan.safetensors", with_nan);
   EXPECT_NE(error_of(dir.path / "nan.safetensors").find("layers.0.bias holds a NaN"),
+            std::string::npos);
+
+  for (const auto& [key, value, says] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"dropout", "abc", "its dropout 'abc' is not a number in [0, 1)"},
+           {"dropout", "1.5", "its dropout '1.5' is not a number in [0, 1)"},
+           {"aggregator", "pool", "its aggregator 'pool' is not what a gcn layer computes"},
+           {"hidden", "4x", "its setting hidden = '4x' is not a count"}}) {
+    auto bad = settings;
+    bad[key] = value;
+    std::ofstream(dir.path / "bad.safetensors", std::ios::binary) << encode_safetensors(all, bad);
+    EXPECT_NE(error_of(dir.path / "bad.safetensors").find(says), std::string::npos) << says;
+  }
+  auto doubled = all;
+  doubled.push_back(all[0]);
+  std::ofstream(dir.path / "twice.npz", std::ios::binary) << [&] {
+    const std::string json =
+        R"({"model":"gcn","layers":"2","in_dim":"5","hidden":"4","num_classes":"3"})";
+    auto refs = doubled;
+    refs.push_back(
+        {"degnn_settings", array_dtype::u8, {static_cast<std::int64_t>(json.size())}, json.data()});
+    return encode_npz(refs);
+  }();
+  EXPECT_NE(error_of(dir.path / "twice.npz").find("holds tensor layers.0.weight twice"),
             std::string::npos);
 
   const std::string good = encode_model_file(m, {.config = m.config()}, model_format::npz);
