@@ -154,12 +154,30 @@ std::string inflate_raw(std::string_view in, std::uint64_t out_size, const std::
   std::string out(static_cast<std::size_t>(out_size), '\0');
   z_stream z{};
   if (inflateInit2(&z, -MAX_WBITS) != Z_OK) throw data_error::at(where, 0, "zlib cannot start");
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  const int rc = inflate(&z, Z_FINISH);
-  const auto produced = z.total_out;
+  // zlib counts in 32 bits: an entry of 4 GiB or more is fed and drained in pieces.
+  constexpr std::size_t kPiece = std::size_t{1} << 30;
+  std::size_t in_at = 0, out_at = 0;
+  z.next_out = reinterpret_cast<Bytef*>(out.data());  // an empty entry: a valid, empty buffer
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    if (z.avail_in == 0 && in_at < in.size()) {
+      const std::size_t n = std::min(kPiece, in.size() - in_at);
+      z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data() + in_at));
+      z.avail_in = static_cast<uInt>(n);
+      in_at += n;
+    }
+    if (z.avail_out == 0 && out_at < out.size()) {
+      const std::size_t n = std::min(kPiece, out.size() - out_at);
+      z.next_out = reinterpret_cast<Bytef*>(out.data() + out_at);
+      z.avail_out = static_cast<uInt>(n);
+      out_at += n;
+    }
+    const uInt before_in = z.avail_in, before_out = z.avail_out;
+    rc = inflate(&z, Z_NO_FLUSH);
+    if (rc == Z_BUF_ERROR || (rc == Z_OK && z.avail_in == before_in && z.avail_out == before_out))
+      break;  // no progress: input ended early, or more output than stated
+  }
+  const std::uint64_t produced = out_at - z.avail_out;
   inflateEnd(&z);
   if (rc != Z_STREAM_END || produced != out_size)
     throw data_error::at(where, 0, "a deflated entry does not inflate to its stated size");
