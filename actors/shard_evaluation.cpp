@@ -117,8 +117,9 @@ void write_part_predictions(const shard_state& st, std::uint64_t step) {
   const auto& part = *st.part;
   const int layers = st.replica->num_layers();
   const std::int32_t keep = st.settings.predictions_embeddings;
-  prediction_outputs out{part.owned, st.eval_h[static_cast<size_t>(layers)], {}, keep};
-  if (keep > 0 && keep < layers) out.embeddings = st.eval_h[static_cast<size_t>(keep)];
+  const prediction_outputs out{
+      part.owned, &st.eval_h[static_cast<size_t>(layers)],
+      keep > 0 && keep < layers ? &st.eval_h[static_cast<size_t>(keep)] : nullptr, keep};
   write_predictions(
       std::filesystem::path(st.settings.predictions_dir) / ("part-" + std::to_string(part.part)),
       out,

@@ -38,6 +38,9 @@ struct stored_array {
   std::vector<float> as_floats() const;
 };
 
+/// Bytes of an array's data (shape's product times the dtype's size).
+std::size_t array_bytes(const array_ref& a);
+
 /// A whole .npy file (format 1.0; header padded so the data starts at a multiple of 64).
 std::string encode_npy(const array_ref& a);
 /// The header part of encode_npy(a) (the data follows it): to stream a large array to a file.

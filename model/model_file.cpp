@@ -241,20 +241,28 @@ loaded_model decode_model_file(std::string_view bytes, const std::string& file) 
   return {settings, std::move(model)};
 }
 
-model_settings init_from_model_file(gnn_model& model, const std::filesystem::path& path) {
+std::string model_summary(const model_config& c) {
+  return std::string(c.kind == model_kind::gcn ? "gcn" : "sage") + ", " +
+         std::to_string(c.num_layers) + " layers, " + std::to_string(c.in_dim) + " -> " +
+         std::to_string(c.hidden) + " -> " + std::to_string(c.num_classes);
+}
+
+model_settings init_from_model_file(gnn_model& model, const std::filesystem::path& path,
+                                    const std::string& normalize_features) {
   loaded_model loaded = load_model_file(path);
   const model_config& want = model.config();
   const model_config& have = loaded.model.config();
   if (want.kind != have.kind || want.num_layers != have.num_layers || want.in_dim != have.in_dim ||
       want.hidden != have.hidden || want.num_classes != have.num_classes) {
-    auto text = [](const model_config& c) {
-      return std::string(c.kind == model_kind::gcn ? "gcn" : "sage") + ", " +
-             std::to_string(c.num_layers) + " layers, " + std::to_string(c.in_dim) + " -> " +
-             std::to_string(c.hidden) + " -> " + std::to_string(c.num_classes);
-    };
-    throw data_error::at(path.string(), 0,
-                         "holds a model of " + text(have) + "; this run's is " + text(want));
+    throw data_error::at(
+        path.string(), 0,
+        "holds a model of " + model_summary(have) + "; this run's is " + model_summary(want));
   }
+  if (loaded.settings.normalize_features != normalize_features)
+    throw data_error::at(path.string(), 0,
+                         "was trained with --normalize-features " +
+                             loaded.settings.normalize_features + "; this run uses " +
+                             normalize_features);
   auto dst = model.parameters();
   auto src = loaded.model.parameters();
   for (std::size_t i = 0; i < dst.size(); ++i)

@@ -54,7 +54,12 @@ loaded_model load_model_file(const std::filesystem::path& path);
 loaded_model decode_model_file(std::string_view bytes, const std::string& file);
 
 /// Sets `model`'s parameters from a model file (train --init): the file's settings must describe
-/// the same layers and widths. Returns the file's settings.
-model_settings init_from_model_file(gnn_model& model, const std::filesystem::path& path);
+/// the same layers and widths, and its input transform must be `normalize_features` (the run's
+/// --normalize-features). Returns the file's settings.
+model_settings init_from_model_file(gnn_model& model, const std::filesystem::path& path,
+                                    const std::string& normalize_features);
+
+/// "sage, 2 layers, 1433 -> 256 -> 7": a model's kind and widths, for messages.
+std::string model_summary(const model_config& c);
 
 }  // namespace degnn

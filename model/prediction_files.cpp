@@ -47,29 +47,29 @@ Matrix rows_of(const Matrix& all, std::span<const node_id> nodes) {
 std::vector<fs::path> write_predictions(const fs::path& out, const prediction_outputs& p,
                                         const std::map<std::string, std::string>& manifest) {
   const auto n = static_cast<std::int64_t>(p.nodes.size());
-  const std::int64_t classes = p.logits.cols();
-  if (p.logits.rows() != n) throw std::invalid_argument("write_predictions: logits rows != nodes");
+  const std::int64_t classes = p.logits->cols();
+  if (p.logits->rows() != n) throw std::invalid_argument("write_predictions: logits rows != nodes");
   std::vector<std::int64_t> ids(p.nodes.begin(), p.nodes.end());
   std::vector<std::int32_t> predicted(static_cast<std::size_t>(n));
-  Matrix probabilities(p.logits.rows(), p.logits.cols());
+  Matrix probabilities(p.logits->rows(), p.logits->cols());
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < n; ++i) {
     Eigen::Index best = 0;
-    const float top = p.logits.row(i).maxCoeff(&best);
+    const float top = p.logits->row(i).maxCoeff(&best);
     predicted[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(best);
-    probabilities.row(i) = (p.logits.row(i).array() - top).exp();
+    probabilities.row(i) = (p.logits->row(i).array() - top).exp();
     probabilities.row(i) /= probabilities.row(i).sum();
   }
   std::vector<array_ref> arrays = {
       {"node_ids", array_dtype::i64, {n}, ids.data()},
       {"predictions", array_dtype::i32, {n}, predicted.data()},
       {"probabilities", array_dtype::f32, {n, classes}, probabilities.data()},
-      {"logits", array_dtype::f32, {n, classes}, p.logits.data()}};
-  if (p.embeddings_layer > 0) {
-    if (p.embeddings.rows() != n)
+      {"logits", array_dtype::f32, {n, classes}, p.logits->data()}};
+  if (p.embeddings) {
+    if (p.embeddings->rows() != n)
       throw std::invalid_argument("write_predictions: embeddings rows != nodes");
     arrays.push_back(
-        {"embeddings", array_dtype::f32, {n, p.embeddings.cols()}, p.embeddings.data()});
+        {"embeddings", array_dtype::f32, {n, p.embeddings->cols()}, p.embeddings->data()});
   }
   std::error_code ec;
   fs::create_directories(out, ec);
@@ -82,14 +82,11 @@ std::vector<fs::path> write_predictions(const fs::path& out, const prediction_ou
   for (const auto& [k, v] : manifest)
     m[k] = v;
   m["nodes"] = n;
-  m["embeddings_layer"] = p.embeddings_layer;
+  m["embeddings_layer"] = p.embeddings ? p.embeddings_layer : 0;
   for (const array_ref& a : arrays) {
     durable_file f(stage.dir / (a.name + ".npy"));  // header, then the rows where they are
     f.write(npy_header(a));
-    std::size_t bytes = dtype_size(a.dtype);
-    for (auto dim : a.shape)
-      bytes *= static_cast<std::size_t>(dim);
-    f.write(a.data, bytes);
+    f.write(a.data, array_bytes(a));
     f.commit();
     m["arrays"][a.name] = describe(a);
   }
@@ -104,7 +101,7 @@ std::vector<fs::path> write_predictions(const fs::path& out, const prediction_ou
   if (ec)
     throw data_error::at((out / "manifest.json").string(), 0,
                          "cannot be replaced: " + ec.message());
-  if (p.embeddings_layer == 0) fs::remove(out / "embeddings.npy", ec);  // an earlier run's
+  if (!p.embeddings) fs::remove(out / "embeddings.npy", ec);  // an earlier run's
   for (const fs::path& f : written) {
     fs::rename(stage.dir / f.filename(), f, ec);
     if (ec) throw data_error::at(f.string(), 0, "cannot be moved into place: " + ec.message());

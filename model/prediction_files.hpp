@@ -14,11 +14,12 @@
 
 namespace degnn {
 
+/// What write_predictions writes, where it already is (nothing is copied).
 struct prediction_outputs {
-  std::vector<node_id> nodes;         ///< dataset node ids, one row each
-  Matrix logits;                      ///< (nodes, classes)
-  Matrix embeddings;                  ///< (nodes, hidden), or no rows
-  std::int32_t embeddings_layer = 0;  ///< 1-based layer whose output `embeddings` is; 0: none
+  std::span<const node_id> nodes;      ///< dataset node ids, one row each
+  const Matrix* logits = nullptr;      ///< (nodes, classes)
+  const Matrix* embeddings = nullptr;  ///< (nodes, hidden), or null: none
+  std::int32_t embeddings_layer = 0;   ///< 1-based layer whose output `embeddings` is
 };
 
 /// Rows `nodes` of `all` (a row per node id), in that order.

@@ -60,12 +60,6 @@ loaded_model read_model(const option_set& opts) {
   return {s, std::move(model)};
 }
 
-std::string model_text(const model_config& c) {
-  return std::string(c.kind == model_kind::gcn ? "gcn" : "sage") + ", " +
-         std::to_string(c.num_layers) + " layers, " + std::to_string(c.in_dim) + " -> " +
-         std::to_string(c.hidden) + " -> " + std::to_string(c.num_classes);
-}
-
 // --partitions: every partition's shard in this process (an in-process cluster that evaluates
 // once and trains no step), each writing OUT/part-K.
 int infer_on_partitions(const option_set& opts, const loaded_model& m, std::int32_t layer) {
@@ -81,9 +75,9 @@ int infer_on_partitions(const option_set& opts, const loaded_model& m, std::int3
   const partition_meta meta = load_partition_meta(opts.str("partitions"));
   const model_config& c = m.model.config();
   if (meta.num_features != c.in_dim || meta.num_classes != c.num_classes)
-    throw config_error("the model (" + model_text(c) + ") does not fit " + opts.str("partitions") +
-                       " (" + std::to_string(meta.num_features) + " features, " +
-                       std::to_string(meta.num_classes) + " classes)");
+    throw config_error("the model (" + model_summary(c) + ") does not fit " +
+                       opts.str("partitions") + " (" + std::to_string(meta.num_features) +
+                       " features, " + std::to_string(meta.num_classes) + " classes)");
   train_settings s;
   s.partitions = opts.str("partitions");
   s.pipeline = "centralized";  // evaluation is the same in both; no history to set up
@@ -102,7 +96,7 @@ int infer_on_partitions(const option_set& opts, const loaded_model& m, std::int3
   resolve_batch_size(s, meta.num_parts);
   const dataset d = dataset_outline(meta);
   std::printf("infer: %s, %d partitions of %s, model %s\n", d.name.c_str(), meta.num_parts,
-              s.partitions.c_str(), model_text(c).c_str());
+              s.partitions.c_str(), model_summary(c).c_str());
   stopwatch clock;
   training_report report(d.name + "/infer", "", false);
   const cluster_result r = train_cluster(s, d, report);
@@ -157,8 +151,8 @@ int run_infer(int argc, char** argv) {
                                               .cache_dir = opts.str("cache-dir"),
                                               .sparse_features = false});
   if (d.num_features() != c.in_dim || d.num_classes != c.num_classes)
-    throw config_error("the model (" + model_text(c) + ") does not fit " + opts.str("data") + " (" +
-                       std::to_string(d.num_features()) + " features, " +
+    throw config_error("the model (" + model_summary(c) + ") does not fit " + opts.str("data") +
+                       " (" + std::to_string(d.num_features()) + " features, " +
                        std::to_string(d.num_classes) + " classes)");
   apply_feature_transform(m.settings.normalize_features, d.features);
   std::vector<node_id> nodes;
@@ -170,7 +164,7 @@ int run_infer(int argc, char** argv) {
       nodes[static_cast<std::size_t>(v)] = v;
   }
   std::printf("infer: %s on %s (%d nodes), %zu nodes asked, model %s, step %llu\n", d.name.c_str(),
-              opts.str("data").c_str(), d.num_nodes(), nodes.size(), model_text(c).c_str(),
+              opts.str("data").c_str(), d.num_nodes(), nodes.size(), model_summary(c).c_str(),
               static_cast<unsigned long long>(m.settings.step));
   const double load_s = clock.seconds();
   clock.reset();
@@ -197,14 +191,17 @@ int run_infer(int argc, char** argv) {
   }
   clock.reset();
   // Every node in order: the matrices are the outputs (no copy of a (nodes, hidden) matrix).
-  prediction_outputs out{nodes, every_node ? std::move(logits) : rows_of(logits, nodes), {}, layer};
-  if (layer > 0) out.embeddings = every_node ? std::move(hidden) : rows_of(hidden, nodes);
+  if (!every_node) {
+    logits = rows_of(logits, nodes);
+    if (layer > 0) hidden = rows_of(hidden, nodes);
+  }
+  const prediction_outputs out{nodes, &logits, layer > 0 ? &hidden : nullptr, layer};
   const std::string source = opts.str("model").empty() ? opts.str("checkpoint") : opts.str("model");
   write_predictions(opts.str("out"), out,
                     {{"format", "degnn-inference 1"},
                      {"dataset", fs::absolute(opts.str("data")).string()},
                      {"model_source", fs::absolute(source).string()},
-                     {"model", model_text(c)},
+                     {"model", model_summary(c)},
                      {"normalize_features", m.settings.normalize_features},
                      {"step", std::to_string(m.settings.step)}});
   std::printf("inference %.2f s (loading %.2f s, writing %.2f s), peak RSS %.0f MiB\n", infer_s,
@@ -240,7 +237,7 @@ int run_export(int argc, char** argv) {
   save_model_file(out, model, {model.config(), transform, step}, format);
   std::printf("wrote %s (%s, %s, step %llu, %zu parameters)\n", out.c_str(),
               format == model_format::npz ? "npz" : "safetensors",
-              model_text(model.config()).c_str(), static_cast<unsigned long long>(step),
+              model_summary(model.config()).c_str(), static_cast<unsigned long long>(step),
               model.num_parameters());
   return 0;
 }

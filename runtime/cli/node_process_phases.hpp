@@ -54,18 +54,19 @@ inline std::string rank_list(const std::vector<int>& ranks) {
   return out;
 }
 
-/// "0.25" (seconds, for the log).
-inline std::string two_places(double seconds) {
+/// `value` with `places` decimals, for the log.
+inline std::string with_places(double value, int places) {
   char out[32];
-  std::snprintf(out, sizeof out, "%.2f", seconds);
+  std::snprintf(out, sizeof out, "%.*f", places, value);
   return out;
 }
-
-/// "0.7930" (an accuracy, for the log).
+/// "0.25" (seconds).
+inline std::string two_places(double seconds) {
+  return with_places(seconds, 2);
+}
+/// "0.7930" (an accuracy).
 inline std::string four_places(double fraction) {
-  char out[32];
-  std::snprintf(out, sizeof out, "%.4f", fraction);
-  return out;
+  return with_places(fraction, 4);
 }
 
 /// Runs `stop` when destroyed (set once there is something to stop).

@@ -19,20 +19,6 @@ namespace degnn {
 
 namespace {
 
-// --init's file must describe this run's model and input transform (the trainers copy its weights).
-void check_init_file(const train_settings& s, const dataset& d) {
-  const loaded_model m = load_model_file(s.init);
-  if (m.settings.normalize_features != s.normalize_features)
-    throw config_error(s.init + " was trained with --normalize-features " +
-                       m.settings.normalize_features + "; this run uses " + s.normalize_features);
-  const model_config& c = m.model.config();
-  if (c.in_dim != d.num_features() || c.num_classes != d.num_classes)
-    throw config_error(s.init + " holds a model for " + std::to_string(c.in_dim) +
-                       " features and " + std::to_string(c.num_classes) + " classes; " + d.name +
-                       " has " + std::to_string(d.num_features()) + " and " +
-                       std::to_string(d.num_classes));
-}
-
 // --save-model: the final parameters (replica 0's in a cluster) as a model file.
 void save_final_model(const train_settings& s, const dataset& d, const std::vector<float>& params) {
   if (s.save_model.empty()) return;
@@ -187,7 +173,6 @@ int run_train(int argc, char** argv) {
   prepare_features(d, s);
   print_run(d, s, meta, workers);
   training_report report(d.name + "/" + s.pipeline, s.metrics, s.progress);
-  if (!s.init.empty()) check_init_file(s, d);
   if (s.pipeline == "single") {
     save_final_model(s, d, train_single(s, d, report));
     report.finish();

@@ -46,10 +46,7 @@ cluster_start load_cluster_start(const train_settings& s, const replica_config& 
                                  std::uint64_t cluster_id, int parts) {
   if (s.resume.empty() && !s.init.empty()) {  // every replica from the file, optimiser fresh
     model_replica fresh(rc);
-    const model_settings file = init_from_model_file(fresh.model(), s.init);
-    if (file.normalize_features != s.normalize_features)
-      throw config_error(s.init + " was trained with --normalize-features " +
-                         file.normalize_features + "; this run uses " + s.normalize_features);
+    init_from_model_file(fresh.model(), s.init, s.normalize_features);
     auto state = std::make_shared<replica_start>();
     state->parameters = fresh.parameters();
     return {0, std::move(state)};

@@ -24,14 +24,14 @@ std::uint64_t batches_per_epoch(std::span<const std::size_t> train_per_part, int
 namespace {
 
 // --predictions in one process: every node's rows of this evaluation.
-void write_all_predictions(const train_settings& s, const dataset& d, Matrix logits,
-                           Matrix hidden) {
+void write_all_predictions(const train_settings& s, const dataset& d, const Matrix& logits,
+                           const Matrix& hidden) {
   std::vector<node_id> nodes(static_cast<std::size_t>(d.num_nodes()));
   for (node_id v = 0; v < d.num_nodes(); ++v)
     nodes[static_cast<std::size_t>(v)] = v;
   write_predictions(
       s.predictions,
-      {std::move(nodes), std::move(logits), std::move(hidden), s.predictions_embeddings},
+      {nodes, &logits, s.predictions_embeddings > 0 ? &hidden : nullptr, s.predictions_embeddings},
       {{"format", "degnn-inference 1"}, {"dataset", d.name}});
 }
 
@@ -53,7 +53,7 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
     replica.model() = std::move(ck.model);
     replica.optimizer().set_state(ck.optimizer.state());
   }
-  if (!s.init.empty()) init_from_model_file(replica.model(), s.init);
+  if (!s.init.empty()) init_from_model_file(replica.model(), s.init, s.normalize_features);
   const std::size_t train_count = d.train.size();
   const std::uint64_t nb = batches_per_epoch(std::span(&train_count, 1), s.batch_size);
   for (int epoch = 0; epoch < s.epochs; ++epoch) {
@@ -118,7 +118,7 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
       rec.eval_train_acc = accuracy(logits, d.labels, d.train);
       rec.valid_acc = accuracy(logits, d.labels, d.valid);
       rec.test_acc = accuracy(logits, d.labels, d.test);
-      if (!s.predictions.empty()) write_all_predictions(s, d, std::move(logits), std::move(hidden));
+      if (!s.predictions.empty()) write_all_predictions(s, d, logits, hidden);
       rec.eval_s = clock.seconds();
     }
     if (report.epoch_done(rec) && !s.checkpoint.empty()) {

@@ -15,10 +15,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
   try {
     switch (data[0] % 4) {
-      case 0: degnn::decode_npy(bytes, "fuzz.npy"); break;
-      case 1: degnn::decode_npz(bytes, "fuzz.npz"); break;
-      case 2: degnn::decode_safetensors(bytes, "fuzz.safetensors", nullptr); break;
-      default: degnn::decode_model_file(bytes, "fuzz.model"); break;
+      case 0:
+        degnn::decode_npy(bytes, "fuzz.npy");
+        break;
+      case 1:
+        degnn::decode_npz(bytes, "fuzz.npz");
+        break;
+      case 2:
+        degnn::decode_safetensors(bytes, "fuzz.safetensors", nullptr);
+        break;
+      default:
+        degnn::decode_model_file(bytes, "fuzz.model");
+        break;
     }
   } catch (const degnn::data_error&) {
   }

@@ -96,12 +96,12 @@ TEST(ModelFile, InitRefusesAnotherModelAndCopiesTheSameOne) {
   const fs::path file = dir.path / "m.safetensors";
   save_model_file(file, trained, {.config = trained.config()}, model_format::safetensors);
   gnn_model fresh(config(model_kind::sage, 2), 99);
-  init_from_model_file(fresh, file);
+  init_from_model_file(fresh, file, "none");
   EXPECT_TRUE(*fresh.parameters()[1] == *trained.parameters()[1]);
   gnn_model wider(model_config{
       .kind = model_kind::sage, .in_dim = 5, .hidden = 8, .num_classes = 3, .num_layers = 2});
   try {
-    init_from_model_file(wider, file);
+    init_from_model_file(wider, file, "none");
     FAIL() << "a model of another width was taken";
   } catch (const data_error& e) {
     EXPECT_NE(std::string(e.what()).find("sage, 2 layers, 5 -> 4 -> 3; this run's is sage, 2 "

@@ -1,0 +1,56 @@
+// What the array file encoders and decoders share (model/array_file.cpp: .npy; npz_file.cpp;
+// safetensors_file.cpp): dtype names, checked shape sizes, little-endian reads and writes.
+// Not an interface.
+#pragma once
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/array_file.hpp"
+#include "model/data_error.hpp"
+
+namespace degnn::array_detail {
+
+struct dtype_names {
+  array_dtype t;
+  const char* npy;
+  const char* safetensors;
+};
+inline constexpr dtype_names kDtypes[] = {{array_dtype::f32, "<f4", "F32"},
+                                          {array_dtype::f64, "<f8", "F64"},
+                                          {array_dtype::i32, "<i4", "I32"},
+                                          {array_dtype::i64, "<i8", "I64"},
+                                          {array_dtype::u8, "|u1", "U8"}};
+
+inline const dtype_names& names_of(array_dtype t) {
+  for (const auto& d : kDtypes)
+    if (d.t == t) return d;
+  throw std::invalid_argument("array_file: unknown dtype");
+}
+
+/// The element count of a shape; throws std::length_error past 2^48 (or on overflow), which no
+/// file this program reads can hold.
+std::int64_t product(const std::vector<std::int64_t>& shape);
+/// product() for a shape read from `file`: a data_error naming it.
+std::int64_t elements_of(const std::vector<std::int64_t>& shape, const std::string& file);
+
+template <class T>
+void put(std::string& out, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));  // little-endian machines only (as the checkpoints)
+  out.append(b, sizeof(T));
+}
+
+template <class T>
+T get(std::string_view bytes, std::size_t at, const std::string& file, const char* what) {
+  if (at > bytes.size() || bytes.size() - at < sizeof(T))
+    throw data_error::at(file, 0, std::string("truncated (") + what + ")");
+  T v;
+  std::memcpy(&v, bytes.data() + at, sizeof(T));
+  return v;
+}
+
+}  // namespace degnn::array_detail
