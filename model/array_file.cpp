@@ -179,7 +179,7 @@ std::string npy_header(const array_ref& a) {
   return out;
 }
 
-stored_array decode_npy(std::string_view bytes, const std::string& file) {
+npy_info read_npy_header(std::string_view bytes, const std::string& file) {
   if (bytes.size() < 10 || bytes.substr(0, 6) != std::string_view("\x93NUMPY", 6))
     throw data_error::at(file, 0, "not a .npy file (no \\x93NUMPY magic)");
   const auto major = static_cast<std::uint8_t>(bytes[6]);
@@ -195,18 +195,36 @@ stored_array decode_npy(std::string_view bytes, const std::string& file) {
   }
   if (bytes.size() - start < header_len) throw data_error::at(file, 0, "truncated (.npy header)");
   const std::string header(bytes.substr(start, header_len));
-  stored_array a;
+  npy_info info;
   std::string descr = header_value(header, "descr", file);
   if (descr.size() < 2 || descr.front() != '\'' || descr.back() != '\'')
     throw data_error::at(file, 0, "the .npy descr " + descr + " is not a plain dtype");
-  a.dtype = dtype_of_npy(descr.substr(1, descr.size() - 2), file);
+  info.dtype = dtype_of_npy(descr.substr(1, descr.size() - 2), file);
   if (header_value(header, "fortran_order", file) != "False")
     throw data_error::at(file, 0, "Fortran-order arrays are not read (save it in C order)");
-  a.shape = parse_shape(header_value(header, "shape", file), file);
-  const std::size_t data_at = start + header_len;
-  check_size(a, bytes.size() - data_at, file);
+  info.shape = parse_shape(header_value(header, "shape", file), file);
+  elements_of(info.shape, file);
+  info.data_at = start + header_len;
+  return info;
+}
+
+std::size_t npy_header_bytes(std::string_view first, const std::string& file) {
+  if (first.size() < 12 || first.substr(0, 6) != std::string_view("\x93NUMPY", 6))
+    throw data_error::at(file, 0, "not a .npy file (no \\x93NUMPY magic)");
+  const auto major = static_cast<std::uint8_t>(first[6]);
+  if (major == 1) return 10 + get<std::uint16_t>(first, 8, file, "header length");
+  if (major == 2 || major == 3) return 12 + std::size_t{get<std::uint32_t>(first, 8, file, "h")};
+  throw data_error::at(file, 0, ".npy format version " + std::to_string(major) + " is not read");
+}
+
+stored_array decode_npy(std::string_view bytes, const std::string& file) {
+  npy_info info = read_npy_header(bytes, file);
+  stored_array a;
+  a.dtype = info.dtype;
+  a.shape = std::move(info.shape);
+  check_size(a, bytes.size() - info.data_at, file);
   a.bytes.assign(
-      bytes.substr(data_at, static_cast<std::size_t>(a.elements()) * dtype_size(a.dtype)));
+      bytes.substr(info.data_at, static_cast<std::size_t>(a.elements()) * dtype_size(a.dtype)));
   return a;
 }
 

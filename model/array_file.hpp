@@ -45,6 +45,17 @@ std::size_t array_bytes(const array_ref& a);
 std::string encode_npy(const array_ref& a);
 /// The header part of encode_npy(a) (the data follows it): to stream a large array to a file.
 std::string npy_header(const array_ref& a);
+/// The header of a .npy file: element type, shape, and where the data starts.
+struct npy_info {
+  array_dtype dtype = array_dtype::f32;
+  std::vector<std::int64_t> shape;
+  std::size_t data_at = 0;
+};
+/// Reads the header at the start of `bytes` (which need hold no more than the header).
+npy_info read_npy_header(std::string_view bytes, const std::string& file);
+/// The header's length in bytes (data_at) from the file's first 12 bytes (a .npy is never
+/// shorter): how much to read before read_npy_header.
+std::size_t npy_header_bytes(std::string_view first, const std::string& file);
 /// The array of a .npy file (format 1.x or 2.x, dtypes <f4 <f8 <i4 <i8 |u1, C order). `file`
 /// names it in errors.
 stored_array decode_npy(std::string_view bytes, const std::string& file);

@@ -37,6 +37,19 @@ std::int64_t product(const std::vector<std::int64_t>& shape);
 /// product() for a shape read from `file`: a data_error naming it.
 std::int64_t elements_of(const std::vector<std::int64_t>& shape, const std::string& file);
 
+/// One entry of an .npz (zip) archive, located but not read: `data` is its packed bytes inside
+/// the archive (method 0: stored, 8: deflated, inflating to `size` bytes).
+struct npz_entry {
+  std::string name;   ///< without ".npy"
+  std::string where;  ///< "FILE (NAME.npy)", for errors
+  std::uint16_t method = 0;
+  std::uint32_t crc = 0;
+  std::uint64_t size = 0;
+  std::string_view data;
+};
+/// The entries of an .npz archive, checked: methods read, sizes possible, no shared bytes.
+std::vector<npz_entry> list_npz_entries(std::string_view bytes, const std::string& file);
+
 template <class T>
 void put(std::string& out, T v) {
   char b[sizeof(T)];

@@ -13,6 +13,7 @@
 namespace degnn {
 
 struct sparse_rows;
+struct mapped_rows;
 
 struct dataset {
   std::string name;
@@ -23,6 +24,9 @@ struct dataset {
   /// The features as compressed rows instead of `features` (make_features_sparse, for wide
   /// mostly-zero inputs); null when they are dense.
   std::shared_ptr<const sparse_rows> sparse_features;
+  /// The features left in their float32 .npy file (load_options::map_features), read where they
+  /// lie; `features` then keeps the width and no rows. Null when they are in memory.
+  std::shared_ptr<const mapped_rows> mapped_features;
   std::vector<std::int32_t> labels;  ///< num_nodes class ids in [0, num_classes)
   std::int32_t num_classes = 0;
   std::vector<node_id> train, valid, test;  ///< sorted, disjoint
@@ -42,6 +46,10 @@ struct load_options {
   /// Features as compressed rows in d.sparse_features (model/sparse_input.hpp); from the CSV
   /// files or the cache they are read so without ever holding the dense matrix.
   bool sparse_features = false;
+  /// Array layouts: leave a float32 node_feat.npy where it lies (d.mapped_features; its values
+  /// are still checked, a block at a time) instead of reading it into d.features. Other files,
+  /// dtypes and layouts, and sparse_features, read the features as usual.
+  bool map_features = false;
 };
 
 /// The cache file load_dataset uses for DIR in `folder` (empty: the default folder of
@@ -49,9 +57,25 @@ struct load_options {
 std::filesystem::path default_cache_path(const std::filesystem::path& dir,
                                          std::filesystem::path folder = {});
 
-/// Loads DIR in OGB raw layout. Throws data_error naming the file and line of any malformed input.
+/// Loads DIR in any layout (detect_layout); the array layouts are not cached (their arrays are
+/// read at disk speed already). Throws data_error naming the file and line of any malformed input.
 /// An optional DIR/dataset.ini may say `directed = true` (default false: edges are symmetrized).
 dataset load_dataset(const std::filesystem::path& dir, const load_options& options = {});
+
+/// How a dataset folder holds its data: OGB's CSV raw layout; NumPy arrays (edge_index.npy (2, E),
+/// node_feat.npy (N, F), node_label.npy (N,) or (N, 1)); or OGB's binary raw layout
+/// ([raw/]data.npz with edge_index and node_feat, [raw/]node-label.npz with node_label). Splits
+/// are split/{train,valid,test} as .npy or .csv.gz, in split/ or in its one subfolder.
+enum class dataset_layout { ogb_csv, numpy_arrays, ogb_binary };
+/// The layout of DIR: binary when DIR/raw/data.npz or DIR/data.npz exists, arrays when
+/// DIR/edge_index.npy does, CSV otherwise.
+dataset_layout detect_layout(const std::filesystem::path& dir);
+
+/// Reads DIR in one of the array layouts, streaming each array from its memory mapping (deflated
+/// .npz entries inflated as they are read) and converting the arrays' own dtypes to ours. Labels
+/// may be floats with NaN for nodes in no split. Throws data_error naming file and array.
+dataset load_array_dataset(const std::filesystem::path& dir, bool verbose = false,
+                           bool sparse_features = false, bool map_features = false);
 
 /// Parses the CSV files only (no cache). Exposed for tests and benchmarks. sparse_features: the
 /// feature rows go straight into d.sparse_features (no dense matrix is ever made).

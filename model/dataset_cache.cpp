@@ -274,6 +274,8 @@ bool read_dataset_cache(const fs::path& file, std::uint64_t stamp, dataset& resu
 
 dataset load_dataset(const fs::path& dir, const load_options& options) {
   if (!fs::is_directory(dir)) throw data_error::at(dir.string(), 0, "dataset directory not found");
+  if (detect_layout(dir) != dataset_layout::ogb_csv)
+    return load_array_dataset(dir, options.verbose, options.sparse_features, options.map_features);
   const fs::path cache = !options.use_cache           ? fs::path{}
                          : options.cache_path.empty() ? default_cache_path(dir, options.cache_dir)
                                                       : options.cache_path;

@@ -17,6 +17,7 @@
 
 #include "model/data_error.hpp"
 #include "model/dataset.hpp"
+#include "model/dataset_detail.hpp"
 #include "model/gzip_lines.hpp"
 #include "model/sparse_input.hpp"
 
@@ -93,74 +94,6 @@ std::int64_t read_single_count(const fs::path& file) {
   }
   if (values[0] < 0) throw data_error::at(file.string(), 1, "negative count");
   return values[0];
-}
-
-struct dataset_meta {
-  bool directed = false;
-  std::string name;
-};
-
-// Optional DIR/dataset.ini: `key = value` lines, '#' or ';' comments, [sections] ignored.
-dataset_meta read_meta(const fs::path& dir) {
-  dataset_meta meta;
-  meta.name = fs::absolute(dir).lexically_normal().filename().string();
-  if (meta.name.empty())
-    meta.name = fs::absolute(dir).lexically_normal().parent_path().filename().string();
-  const fs::path file = dir / "dataset.ini";
-  std::ifstream in(file);
-  if (!in) return meta;
-  std::string line;
-  std::int64_t no = 0;
-  while (std::getline(in, line)) {
-    ++no;
-    std::string_view s = trim(line);
-    if (s.empty() || s[0] == '#' || s[0] == ';' || s[0] == '[') continue;
-    auto eq = s.find('=');
-    if (eq == std::string_view::npos)
-      throw data_error::at(file.string(), no, "expected key = value");
-    auto key = trim(s.substr(0, eq));
-    auto value = trim(s.substr(eq + 1));
-    if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
-      value = value.substr(1, value.size() - 2);
-    if (key == "directed") {
-      if (value != "true" && value != "false")
-        throw data_error::at(file.string(), no, "directed: expected true or false");
-      meta.directed = value == "true";
-    } else if (key == "name") {
-      meta.name = std::string(value);
-    }  // other keys describe how the data was made (generator settings); not needed to load it
-  }
-  return meta;
-}
-
-std::vector<node_id> read_split(const fs::path& file, node_id n) {
-  std::vector<node_id> ids;
-  first_error err;
-  read_lines_chunked(file, [&](std::span<const std::string_view> lines, std::int64_t first) {
-    const size_t base = ids.size();
-    ids.resize(base + lines.size());
-    for (size_t i = 0; i < lines.size(); ++i) {
-      const std::int64_t line = first + static_cast<std::int64_t>(i);
-      std::int64_t v = 0;
-      if (auto e = parse_int(lines[i], v, "node id"); !e.empty()) {
-        err.record(line, e);
-      } else if (v < 0 || v >= n) {
-        err.record(line, "unknown node " + std::to_string(v) + " (the graph has nodes 0.." +
-                             std::to_string(n - 1) + ")");
-      }
-      ids[base + i] = static_cast<node_id>(v);
-    }
-  });
-  err.throw_if_any(file.string());
-  std::vector<node_id> sorted = ids;
-  std::sort(sorted.begin(), sorted.end());
-  if (auto dup = std::adjacent_find(sorted.begin(), sorted.end()); dup != sorted.end()) {
-    const auto at = std::find(ids.begin(), ids.end(), *dup);
-    const auto second = std::find(at + 1, ids.end(), *dup);
-    throw data_error::at(file.string(), second - ids.begin() + 1,
-                         "node " + std::to_string(*dup) + " listed twice");
-  }
-  return sorted;
 }
 
 void log(bool verbose, const char* fmt, auto... args) {
@@ -370,6 +303,75 @@ void check_disjoint_splits(const fs::path& dir, const dataset& d) {
 }
 
 }  // namespace
+
+namespace dataset_detail {
+
+// Optional DIR/dataset.ini: `key = value` lines, '#' or ';' comments, [sections] ignored.
+dataset_meta read_meta(const fs::path& dir) {
+  dataset_meta meta;
+  meta.name = fs::absolute(dir).lexically_normal().filename().string();
+  if (meta.name.empty())
+    meta.name = fs::absolute(dir).lexically_normal().parent_path().filename().string();
+  const fs::path file = dir / "dataset.ini";
+  std::ifstream in(file);
+  if (!in) return meta;
+  std::string line;
+  std::int64_t no = 0;
+  while (std::getline(in, line)) {
+    ++no;
+    std::string_view s = trim(line);
+    if (s.empty() || s[0] == '#' || s[0] == ';' || s[0] == '[') continue;
+    auto eq = s.find('=');
+    if (eq == std::string_view::npos)
+      throw data_error::at(file.string(), no, "expected key = value");
+    auto key = trim(s.substr(0, eq));
+    auto value = trim(s.substr(eq + 1));
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
+      value = value.substr(1, value.size() - 2);
+    if (key == "directed") {
+      if (value != "true" && value != "false")
+        throw data_error::at(file.string(), no, "directed: expected true or false");
+      meta.directed = value == "true";
+    } else if (key == "name") {
+      meta.name = std::string(value);
+    }  // other keys describe how the data was made (generator settings); not needed to load it
+  }
+  return meta;
+}
+
+std::vector<node_id> read_split(const fs::path& file, node_id n) {
+  std::vector<node_id> ids;
+  first_error err;
+  read_lines_chunked(file, [&](std::span<const std::string_view> lines, std::int64_t first) {
+    const size_t base = ids.size();
+    ids.resize(base + lines.size());
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const std::int64_t line = first + static_cast<std::int64_t>(i);
+      std::int64_t v = 0;
+      if (auto e = parse_int(lines[i], v, "node id"); !e.empty()) {
+        err.record(line, e);
+      } else if (v < 0 || v >= n) {
+        err.record(line, "unknown node " + std::to_string(v) + " (the graph has nodes 0.." +
+                             std::to_string(n - 1) + ")");
+      }
+      ids[base + i] = static_cast<node_id>(v);
+    }
+  });
+  err.throw_if_any(file.string());
+  std::vector<node_id> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  if (auto dup = std::adjacent_find(sorted.begin(), sorted.end()); dup != sorted.end()) {
+    const auto at = std::find(ids.begin(), ids.end(), *dup);
+    const auto second = std::find(at + 1, ids.end(), *dup);
+    throw data_error::at(file.string(), second - ids.begin() + 1,
+                         "node " + std::to_string(*dup) + " listed twice");
+  }
+  return sorted;
+}
+
+}  // namespace dataset_detail
+
+using namespace dataset_detail;
 
 dataset load_ogb_csv(const fs::path& dir, bool verbose, bool sparse_features) {
   const auto t0 = std::chrono::steady_clock::now();

@@ -109,7 +109,9 @@ std::string encode_npz(std::span<const array_ref> arrays) {
   return out;
 }
 
-std::vector<stored_array> decode_npz(std::string_view bytes, const std::string& file) {
+namespace array_detail {
+
+std::vector<npz_entry> list_npz_entries(std::string_view bytes, const std::string& file) {
   // The end record: the last signature within its 22 bytes plus a comment of up to 64 KiB.
   if (bytes.size() < 22) throw data_error::at(file, 0, "not an .npz file (too short for a zip)");
   std::size_t end = std::string_view::npos;
@@ -124,15 +126,16 @@ std::vector<stored_array> decode_npz(std::string_view bytes, const std::string& 
     throw data_error::at(file, 0, "not an .npz file (no zip end record)");
   const auto entries = get<std::uint16_t>(bytes, end + 10, file, "end record");
   std::size_t at = get<std::uint32_t>(bytes, end + 16, file, "end record");
-  std::vector<stored_array> out;
+  std::vector<npz_entry> out;
   // Each entry's bytes (local header to data end) must be its own: central records that share
   // an entry would decode one file's bytes many times over.
   std::map<std::uint64_t, std::uint64_t> spans;  // begin -> end, checked before any copy
   for (std::uint16_t e = 0; e < entries; ++e) {
     if (get<std::uint32_t>(bytes, at, file, "central directory") != kCentralSig)
       throw data_error::at(file, 0, "the zip's central directory is damaged");
-    const auto method = get<std::uint16_t>(bytes, at + 10, file, "central directory");
-    const auto crc = get<std::uint32_t>(bytes, at + 16, file, "central directory");
+    npz_entry entry;
+    entry.method = get<std::uint16_t>(bytes, at + 10, file, "central directory");
+    entry.crc = get<std::uint32_t>(bytes, at + 16, file, "central directory");
     std::uint64_t packed = get<std::uint32_t>(bytes, at + 20, file, "central directory");
     std::uint64_t size = get<std::uint32_t>(bytes, at + 24, file, "central directory");
     const auto name_len = get<std::uint16_t>(bytes, at + 28, file, "central directory");
@@ -154,35 +157,47 @@ std::vector<stored_array> decode_npz(std::string_view bytes, const std::string& 
       x += 4 + len;
     }
     at += 46 + name_len + extra_len + comment_len;
-    const std::string where = file + " (" + name + ")";
+    entry.where = file + " (" + name + ")";
     if (get<std::uint32_t>(bytes, local, file, "local header") != kLocalSig)
-      throw data_error::at(where, 0, "its local header is damaged");
+      throw data_error::at(entry.where, 0, "its local header is damaged");
     const std::size_t data_at = local + 30 + get<std::uint16_t>(bytes, local + 26, file, "local") +
                                 get<std::uint16_t>(bytes, local + 28, file, "local");
     if (data_at > bytes.size() || bytes.size() - data_at < packed)
-      throw data_error::at(where, 0, "truncated (entry data)");
+      throw data_error::at(entry.where, 0, "truncated (entry data)");
     const auto next = spans.lower_bound(local);
     if ((next != spans.end() && next->first < data_at + packed) ||
         (next != spans.begin() && std::prev(next)->second > local))
-      throw data_error::at(where, 0,
+      throw data_error::at(entry.where, 0,
                            "it shares bytes with another entry (a damaged or crafted file)");
     spans.emplace(local, data_at + packed);
-    const std::string_view raw = bytes.substr(data_at, packed);
-    std::string data;
-    if (method == 0) {
-      data.assign(raw);
-    } else if (method == 8) {
-      data = inflate_raw(raw, size, where);
-    } else {
-      throw data_error::at(where, 0, "zip method " + std::to_string(method) + " is not read");
-    }
-    if (data.size() != size)
-      throw data_error::at(where, 0, "its stored and stated sizes differ (a damaged file)");
-    if (crc32_update(0, data.data(), data.size()) != crc)
-      throw data_error::at(where, 0, "its CRC-32 does not match (a damaged file)");
-    stored_array a = decode_npy(data, where);
+    if (entry.method != 0 && entry.method != 8)
+      throw data_error::at(entry.where, 0,
+                           "zip method " + std::to_string(entry.method) + " is not read");
+    if (entry.method == 0 && packed != size)
+      throw data_error::at(entry.where, 0, "its stored and stated sizes differ (a damaged file)");
+    // Deflate expands at most about 1032:1: a larger stated size is a lie, refused before any
+    // allocation.
+    if (entry.method == 8 && size > packed * 1032 + 1024)
+      throw data_error::at(entry.where, 0, "a deflated entry states an impossible size");
+    entry.data = bytes.substr(data_at, packed);
+    entry.size = size;
     if (name.size() > 4 && name.substr(name.size() - 4) == ".npy") name.resize(name.size() - 4);
-    a.name = name;
+    entry.name = std::move(name);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+}  // namespace array_detail
+
+std::vector<stored_array> decode_npz(std::string_view bytes, const std::string& file) {
+  std::vector<stored_array> out;
+  for (const npz_entry& e : list_npz_entries(bytes, file)) {
+    std::string data = e.method == 0 ? std::string(e.data) : inflate_raw(e.data, e.size, e.where);
+    if (crc32_update(0, data.data(), data.size()) != e.crc)
+      throw data_error::at(e.where, 0, "its CRC-32 does not match (a damaged file)");
+    stored_array a = decode_npy(data, e.where);
+    a.name = e.name;
     out.push_back(std::move(a));
   }
   return out;

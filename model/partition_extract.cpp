@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/feature_transform.hpp"
+#include "model/mapped_file.hpp"
 #include "model/partition_store.hpp"
 #include "model/sparse_input.hpp"
 
@@ -21,8 +22,10 @@ graph_partition extract_partition(const dataset& d, const partition_book& book, 
     throw std::invalid_argument("extract_partition: part " + std::to_string(part) +
                                 " outside [0, " + std::to_string(book.num_parts()) + ")");
   }
-  if ((d.sparse_features ? d.sparse_features->rows() : d.features.rows()) != n ||
-      d.labels.size() != static_cast<size_t>(n)) {
+  const Eigen::Index feature_rows = d.sparse_features   ? d.sparse_features->rows()
+                                    : d.mapped_features ? d.mapped_features->rows
+                                                        : d.features.rows();
+  if (feature_rows != n || d.labels.size() != static_cast<size_t>(n)) {
     throw std::invalid_argument(
         "extract_partition: dataset features/labels do not have one row per node");
   }
@@ -73,6 +76,14 @@ graph_partition extract_partition(const dataset& d, const partition_book& book, 
   if (d.sparse_features) {
     p.features.resize(0, d.features.cols());
     p.sparse_features = std::make_shared<const sparse_rows>(gather_rows(*d.sparse_features, owned));
+  } else if (d.mapped_features) {
+    // Rows read where they lie in the file; its pages are handed back after the part, so cutting
+    // every part holds one part's rows at a time.
+    const mapped_rows& m = *d.mapped_features;
+    p.features.resize(static_cast<Eigen::Index>(rows), m.cols);
+    for (size_t l = 0; l < rows; ++l)
+      std::copy_n(m.row(owned[l]), m.cols, p.features.row(static_cast<Eigen::Index>(l)).data());
+    m.release();
   } else {
     p.features.resize(static_cast<Eigen::Index>(rows), d.features.cols());
     for (size_t l = 0; l < rows; ++l)

@@ -1,7 +1,7 @@
-// Degree-corrected SBM generator and the OGB raw-layout writer. Randomness comes from per-chunk
-// engines seeded from (seed, purpose, chunk), so the output does not depend on thread count.
+// generate_synthetic (the planted model's pieces assembled in memory, see synthetic_model.hpp)
+// and the OGB raw-layout writer.
 #include "model/synthetic_graph.hpp"
-#include "model/hashing.hpp"
+#include "model/synthetic_model.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -18,150 +18,25 @@ namespace degnn {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// xoshiro256** seeded by splitmix64: small, fast, good enough for simulation.
-struct rng {
-  std::uint64_t s[4];
-  explicit rng(std::uint64_t seed) {
-    for (auto& w : s)
-      w = seed = mix64(seed);
-  }
-  static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  std::uint64_t next() {
-    const std::uint64_t result = rotl(s[1] * 5, 7) * 9;
-    const std::uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-  std::uint64_t below(std::uint64_t n) {
-    return static_cast<std::uint64_t>(uniform() * static_cast<double>(n));
-  }
-  double normal() {  // Box-Muller; one value per call keeps the stream simple
-    const double u1 = std::max(uniform(), 1e-300), u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  }
-};
-
-std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t purpose, std::uint64_t chunk) {
-  return mix64(mix64(seed ^ (purpose * 0x632be59bd9b4e019ull)) + chunk);
-}
-
-// Walker's alias table: O(1) draws proportional to weights.
-struct alias_table {
-  std::vector<float> prob;
-  std::vector<std::uint32_t> alias;
-  explicit alias_table(const std::vector<double>& w) : prob(w.size()), alias(w.size()) {
-    const double total = std::accumulate(w.begin(), w.end(), 0.0);
-    const auto n = w.size();
-    std::vector<double> scaled(n);
-    std::vector<std::uint32_t> small, large;
-    for (size_t i = 0; i < n; ++i) {
-      scaled[i] = w[i] * static_cast<double>(n) / total;
-      (scaled[i] < 1.0 ? small : large).push_back(static_cast<std::uint32_t>(i));
-    }
-    while (!small.empty() && !large.empty()) {
-      const auto s = small.back(), l = large.back();
-      small.pop_back();
-      prob[s] = static_cast<float>(scaled[s]);
-      alias[s] = l;
-      scaled[l] -= 1.0 - scaled[s];
-      if (scaled[l] < 1.0) {
-        large.pop_back();
-        small.push_back(l);
-      }
-    }
-    for (auto i : large)
-      prob[i] = 1.0f, alias[i] = i;
-    for (auto i : small)
-      prob[i] = 1.0f, alias[i] = i;
-  }
-  std::uint32_t draw(rng& r) const {
-    const auto i = static_cast<std::uint32_t>(r.below(prob.size()));
-    return r.uniform() < prob[i] ? i : alias[i];
-  }
-};
-
-}  // namespace
-
 dataset generate_synthetic(const synthetic_options& o) {
-  if (o.num_nodes < 2) throw std::invalid_argument("synthetic graph: nodes must be at least 2");
-  if (o.num_edges < 1) throw std::invalid_argument("synthetic graph: edges must be at least 1");
-  if (o.num_classes < 2 || o.num_classes > o.num_nodes)
-    throw std::invalid_argument("synthetic graph: classes must be in [2, nodes]");
-  if (o.num_features < 1)
-    throw std::invalid_argument("synthetic graph: features must be at least 1");
-  if (o.homophily < 0 || o.homophily > 1)
-    throw std::invalid_argument("synthetic graph: homophily must be in [0, 1]");
-  if (o.degree_exponent <= 2.0)
-    throw std::invalid_argument("synthetic graph: degree exponent must be > 2");
-  if (o.train_fraction < 0 || o.valid_fraction < 0 || o.test_fraction < 0 ||
-      o.train_fraction + o.valid_fraction + o.test_fraction > 1.0 + 1e-9) {
-    throw std::invalid_argument(
-        "synthetic graph: split fractions must be >= 0 and sum to at most 1");
-  }
+  const synthetic_model model(o);
   const node_id n = o.num_nodes;
-  const int c = o.num_classes;
   dataset d;
   d.name = "synthetic-" + std::to_string(n);
-  d.num_classes = c;
-
-  // Classes and Pareto degree propensities (capped so no node wants more than ~sqrt(E) edges).
-  d.labels.resize(static_cast<size_t>(n));
-  std::vector<double> theta(static_cast<size_t>(n));
-  {
-    rng r(stream_seed(o.seed, 1, 0));
-    const double cap = std::sqrt(static_cast<double>(o.num_edges)) * 4;
-    for (node_id v = 0; v < n; ++v) {
-      d.labels[v] = static_cast<std::int32_t>(r.below(static_cast<std::uint64_t>(c)));
-      theta[v] = std::min(cap, std::pow(1.0 - r.uniform(), -1.0 / (o.degree_exponent - 1.0)));
-    }
-  }
-  std::vector<std::vector<node_id>> members(static_cast<size_t>(c));
-  for (node_id v = 0; v < n; ++v)
-    members[d.labels[v]].push_back(v);
-  for (int k = 0; k < c; ++k) {
-    if (members[k].empty()) members[k].push_back(static_cast<node_id>(k));  // tiny graphs only
-  }
-  const alias_table all(theta);
-  std::vector<alias_table> within;
-  within.reserve(static_cast<size_t>(c));
-  for (int k = 0; k < c; ++k) {
-    std::vector<double> w(members[k].size());
-    for (size_t i = 0; i < w.size(); ++i)
-      w[i] = theta[members[k][i]];
-    within.emplace_back(w);
-  }
+  d.num_classes = o.num_classes;
+  d.labels = model.labels();
 
   // Edges in fixed-size chunks, each with its own engine.
   const edge_offset m = o.num_edges;
-  constexpr edge_offset kChunk = 1 << 20;
   std::vector<node_id> src(static_cast<size_t>(m)), dst(static_cast<size_t>(m));
-  const edge_offset chunks = (m + kChunk - 1) / kChunk;
+  const edge_offset chunks = model.edge_chunks();
 #pragma omp parallel for schedule(dynamic, 1)
   for (edge_offset ch = 0; ch < chunks; ++ch) {
-    rng r(stream_seed(o.seed, 2, static_cast<std::uint64_t>(ch)));
-    for (edge_offset e = ch * kChunk; e < std::min(m, (ch + 1) * kChunk); ++e) {
-      const auto u = static_cast<node_id>(all.draw(r));
-      node_id v = u;
-      if (r.uniform() < o.homophily) {
-        const auto& cls = members[d.labels[u]];
-        v = cls[within[d.labels[u]].draw(r)];
-      } else {
-        for (int tries = 0; tries < 64 && d.labels[v] == d.labels[u]; ++tries)
-          v = static_cast<node_id>(all.draw(r));
-      }
-      src[e] = u;
-      dst[e] = v;
-    }
+    std::vector<node_id> s, t;
+    model.draw_edges(ch, s, t);
+    std::copy(s.begin(), s.end(), src.begin() + ch * synthetic_model::kEdgeChunk);
+    std::copy(t.begin(), t.end(), dst.begin() + ch * synthetic_model::kEdgeChunk);
   }
-  d.raw_edges = m;
   d.graph =
       build_in_csr(n, src, dst, {.symmetrize = true, .deduplicate = true, .drop_self_loops = true});
   std::vector<node_id>().swap(src);
@@ -169,40 +44,11 @@ dataset generate_synthetic(const synthetic_options& o) {
   // raw_edges counts the undirected edges that survive, as edge.csv.gz will hold them.
   d.raw_edges = d.graph.num_edges() / 2;
 
-  // Features: class centroid (scaled) plus unit Gaussian noise, per-node engines.
-  Matrix centroids(c, o.num_features);
-  {
-    rng r(stream_seed(o.seed, 3, 0));
-    for (int k = 0; k < c; ++k) {
-      for (int j = 0; j < o.num_features; ++j)
-        centroids(k, j) = static_cast<float>(r.normal());
-    }
-  }
   d.features.resize(n, o.num_features);
 #pragma omp parallel for schedule(static)
-  for (node_id v = 0; v < n; ++v) {
-    rng r(stream_seed(o.seed, 4, static_cast<std::uint64_t>(v)));
-    for (int j = 0; j < o.num_features; ++j) {
-      d.features(v, j) =
-          static_cast<float>(o.feature_signal * centroids(d.labels[v], j) + r.normal());
-    }
-  }
-
-  // Split: one seeded permutation, cut into train / valid / test, each sorted.
-  std::vector<node_id> perm(static_cast<size_t>(n));
-  std::iota(perm.begin(), perm.end(), 0);
-  {
-    rng r(stream_seed(o.seed, 5, 0));
-    for (node_id i = n - 1; i > 0; --i)
-      std::swap(perm[i], perm[r.below(static_cast<std::uint64_t>(i) + 1)]);
-  }
-  const auto take = [&](double f) { return static_cast<size_t>(std::floor(f * n)); };
-  const size_t nt = take(o.train_fraction), nv = take(o.valid_fraction), ns = take(o.test_fraction);
-  d.train.assign(perm.begin(), perm.begin() + nt);
-  d.valid.assign(perm.begin() + nt, perm.begin() + nt + nv);
-  d.test.assign(perm.begin() + nt + nv, perm.begin() + nt + nv + ns);
-  for (auto* s : {&d.train, &d.valid, &d.test})
-    std::sort(s->begin(), s->end());
+  for (node_id v = 0; v < n; ++v)
+    model.feature_row(v, d.features.row(v).data());
+  model.draw_splits(d.train, d.valid, d.test);
   return d;
 }
 

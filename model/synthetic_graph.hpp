@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <string>
 
 #include "model/dataset.hpp"
 
@@ -28,5 +30,23 @@ dataset generate_synthetic(const synthetic_options& options);
 /// Writes a dataset in the OGB raw layout (plus dataset.ini) so load_dataset can read it back.
 /// An undirected dataset is written with each edge once (src < dst), as the bundled graphs are.
 void write_ogb_dataset(const dataset& d, const std::filesystem::path& dir, bool verbose = false);
+
+/// Progress of a long write: (phase, done, total).
+using progress_fn = std::function<void(const char* phase, std::int64_t done, std::int64_t total)>;
+
+struct synthetic_arrays_summary {
+  edge_offset edges = 0;  ///< columns of edge_index.npy (the draws that are not self-loops)
+};
+
+/// Streams the graph generate_synthetic(options) makes to DIR as NumPy arrays (the numpy_arrays
+/// layout of dataset.hpp: edge_index.npy int32 (2, E) with each drawn edge once, node_feat.npy
+/// float32, node_label.npy int32, split/*.npy int32, dataset.ini last), never holding more than the
+/// model's per-node tables (about 36 bytes a node) and a few blocks. load_dataset(DIR) gives
+/// generate_synthetic(options) (the same CSR, features, labels and splits). Each file appears
+/// whole (written as NAME.partial, then renamed). Throws std::runtime_error naming a file it
+/// cannot write.
+synthetic_arrays_summary write_synthetic_arrays(const synthetic_options& options,
+                                                const std::filesystem::path& dir,
+                                                const progress_fn& progress = {});
 
 }  // namespace degnn

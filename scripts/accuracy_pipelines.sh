@@ -23,7 +23,7 @@ case "$dataset" in
   synthetic)
     data=/tmp/degnn-bench/synth-mid-100k
     [ -f "$data/num-node-list.csv.gz" ] || "$bin" generate --out "$data" --nodes 100000 --edges 1000000 \
-      --features 64 --classes 8 --homophily 0.5 --signal 0.25 >/dev/null
+      --features 64 --classes 8 --homophily 0.5 --signal 0.25 --format csv >/dev/null
     [ -f "$data-4/partitions.meta" ] || "$bin" partition --data "$data" --parts 4 --method metis --seed 1 \
       --out "$data-4" >/dev/null
     common=(--data "$data" --partitions "$data-4" --model "${DEGNN_ACC_MODEL:-sage}" --layers 3 --fanouts 10,10,10 --hidden 64

@@ -232,7 +232,7 @@ for d in "${DATASETS[@]}"; do
     synth)
       if [ ! -f "$SYNTH/num-node-list.csv.gz" ]; then
         log "generating the 1M-node synthetic graph in $SYNTH"
-        "$BIN" generate --out "$SYNTH" --nodes 1000000 --edges 10000000 --features 128 --classes 16 >/dev/null
+        "$BIN" generate --out "$SYNTH" --nodes 1000000 --edges 10000000 --features 128 --classes 16 --format csv >/dev/null
       fi
       DATA_DIR[$d]=$SYNTH; MAXB[$d]=$SYNTH_BATCHES; LABEL[$d]=synthetic-1M
       RUN_TIMEOUT[$d]=$RUN_TIMEOUT_SYNTH; REQ_TIMEOUT[$d]=$REQ_TIMEOUT_SYNTH ;;
