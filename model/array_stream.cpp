@@ -222,6 +222,26 @@ void array_stream::read(double* out, std::size_t count) {
   s_->read(out, count);
 }
 
+void array_stream::skip(std::int64_t count) {
+  state& s = *s_;
+  if (count < 0 || count > s.elements - s.consumed)
+    throw data_error::at(s.where, 0, "skip past the array's end (a reader's mistake)");
+  const std::size_t size = dtype_size(s.info.dtype);
+  if (!s.deflated) {
+    s.at += static_cast<std::size_t>(count) * size;
+    s.released = s.at;
+    s.check_crc = false;  // bytes passed over are not hashed
+  } else {
+    for (std::int64_t left = count; left > 0;) {
+      const auto n = static_cast<std::size_t>(
+          std::min<std::int64_t>(left, static_cast<std::int64_t>(kPiece / size)));
+      s.take(n * size);
+      left -= static_cast<std::int64_t>(n);
+    }
+  }
+  s.consumed += count;
+}
+
 void array_stream::finish() {
   state& s = *s_;
   if (!s.check_crc) return;

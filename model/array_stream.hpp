@@ -40,6 +40,10 @@ class array_stream {
   void read(std::int64_t* out, std::size_t count);
   void read(float* out, std::size_t count);
   void read(double* out, std::size_t count);
+  /// Passes over the next `count` elements: a jump in a .npy file or stored entry (its CRC is
+  /// then not checked), an inflation into scratch space in a deflated one. For readers of a slice
+  /// (a rank's share of the edges).
+  void skip(std::int64_t count);
   /// After the last read: an .npz entry's CRC-32 is checked (its whole data must have been read).
   void finish();
 

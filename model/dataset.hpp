@@ -77,6 +77,11 @@ dataset_layout detect_layout(const std::filesystem::path& dir);
 dataset load_array_dataset(const std::filesystem::path& dir, bool verbose = false,
                            bool sparse_features = false, bool map_features = false);
 
+/// Writes d in the NumPy layout (edge_index.npy int32 with each stored edge once, node_feat.npy
+/// float32, node_label.npy, split/*.npy, dataset.ini with its name and direction): what
+/// `degnn convert` makes, which load_dataset reads back as d. Dense or mapped features only.
+void write_numpy_dataset(const dataset& d, const std::filesystem::path& dir);
+
 /// Parses the CSV files only (no cache). Exposed for tests and benchmarks. sparse_features: the
 /// feature rows go straight into d.sparse_features (no dense matrix is ever made).
 dataset load_ogb_csv(const std::filesystem::path& dir, bool verbose = false,

@@ -13,6 +13,7 @@
 #include "model/array_stream.hpp"
 #include "model/data_error.hpp"
 #include "model/dataset.hpp"
+#include "model/dataset_arrays.hpp"
 #include "model/dataset_detail.hpp"
 #include "model/sparse_input.hpp"
 
@@ -184,16 +185,19 @@ void read_features(array_stream s, node_id n, bool sparse, bool verbose, dataset
 
 // node_feat.npy (float32) left where it lies: d.mapped_features, checked a block at a time (a NaN
 // or infinite value is refused as read_features refuses it) without keeping the pages read.
-void map_feature_file(array_stream s, const fs::path& file, node_id n, bool verbose, dataset& d) {
+void map_feature_file(array_stream s, const fs::path& file, node_id n, bool verbose, dataset& d,
+                      row_share share = {}) {
   const auto& shape = s.shape();
   if (shape.size() != 2 || shape[0] != n || shape[1] < 1)
     throw data_error::at(
         s.where(), 0,
         "shape " + shape_text(shape) + ": expected (" + std::to_string(n) + ", features)");
   const std::int64_t f = shape[1];
+  const std::int64_t first = share.begin(n) * f, last = share.end(n) * f;
+  s.skip(first);
   std::vector<float> buf(kChunk);
-  for (std::int64_t at = 0; at < n * f; at += static_cast<std::int64_t>(kChunk)) {
-    const auto count = static_cast<std::size_t>(std::min<std::int64_t>(kChunk, n * f - at));
+  for (std::int64_t at = first; at < last; at += static_cast<std::int64_t>(kChunk)) {
+    const auto count = static_cast<std::size_t>(std::min<std::int64_t>(kChunk, last - at));
     s.read(buf.data(), count);
     for (std::size_t i = 0; i < count; ++i) {
       if (!std::isfinite(buf[i])) {
@@ -204,7 +208,7 @@ void map_feature_file(array_stream s, const fs::path& file, node_id n, bool verb
       }
     }
   }
-  s.finish();
+  if (last == n * f) s.finish();
   auto rows = std::make_shared<mapped_rows>();
   rows->file = std::make_shared<const mapped_file>(file);
   const std::string_view bytes = rows->file->bytes();
@@ -264,6 +268,37 @@ std::vector<node_id> read_split(const fs::path& file, node_id n) {
   return out;
 }
 
+// The three splits, checked: disjoint, and no node without a label.
+void read_splits(const fs::path& dir, node_id n, const std::vector<node_id>& unlabeled,
+                 const fs::path& label_file, dataset& d) {
+  const fs::path train = find_split(dir, "train"), valid = find_split(dir, "valid"),
+                 test = find_split(dir, "test");
+  d.train = read_split(train, n);
+  d.valid = read_split(valid, n);
+  d.test = read_split(test, n);
+  for (const auto& [split, file] :
+       {std::pair{&d.train, train}, {&d.valid, valid}, {&d.test, test}}) {
+    std::vector<node_id> both;
+    std::set_intersection(split->begin(), split->end(), unlabeled.begin(), unlabeled.end(),
+                          std::back_inserter(both));
+    if (!both.empty())
+      throw data_error::at(file.string(), 0,
+                           "node " + std::to_string(both.front()) + " has no label (NaN in " +
+                               label_file.string() + ")");
+  }
+  auto overlap = [&](const std::vector<node_id>& a, const std::vector<node_id>& b,
+                     const fs::path& bfile) {
+    std::vector<node_id> both;
+    std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
+    if (!both.empty())
+      throw data_error::at(bfile.string(), 0,
+                           "node " + std::to_string(both.front()) + " is in more than one split");
+  };
+  overlap(d.train, d.valid, valid);
+  overlap(d.train, d.test, test);
+  overlap(d.valid, d.test, test);
+}
+
 }  // namespace
 
 dataset_layout detect_layout(const fs::path& dir) {
@@ -271,6 +306,47 @@ dataset_layout detect_layout(const fs::path& dir) {
     return dataset_layout::ogb_binary;
   if (fs::exists(dir / "edge_index.npy")) return dataset_layout::numpy_arrays;
   return dataset_layout::ogb_csv;
+}
+
+array_stream open_edge_index(const fs::path& dir) {
+  const dataset_layout layout = detect_layout(dir);
+  if (layout == dataset_layout::ogb_csv)
+    throw data_error::at(dir.string(), 0,
+                         "no edge_index.npy, data.npz or raw/data.npz: not an array layout");
+  array_stream s = files_of(dir, layout).edges.open();
+  if (s.shape().size() != 2 || s.shape()[0] != 2)
+    throw data_error::at(s.where(), 0, "shape " + shape_text(s.shape()) + ": expected (2, edges)");
+  return s;
+}
+
+dataset load_array_outline(const fs::path& dir, row_share share, bool verbose) {
+  const dataset_layout layout = detect_layout(dir);
+  if (layout != dataset_layout::numpy_arrays)
+    throw data_error::at(dir.string(), 0,
+                         "expected the NumPy layout (edge_index.npy, node_feat.npy, "
+                         "node_label.npy), which is read where it lies: degnn convert --data " +
+                             dir.string() + " --out NEW_DIR writes it");
+  const array_files files = files_of(dir, layout);
+  const dataset_detail::dataset_meta meta = dataset_detail::read_meta(dir);
+  dataset d;
+  d.name = meta.name;
+  d.directed = meta.directed;
+  array_stream features = files.features.open();
+  if (features.dtype() != array_dtype::f32 || features.shape().size() != 2)
+    throw data_error::at(features.where(), 0,
+                         "expected a float32 (nodes, features) array to map (convert it with "
+                         "numpy: np.save(f, x.astype(np.float32)))");
+  if (features.shape()[0] > std::numeric_limits<node_id>::max())
+    throw data_error::at(features.where(), 0, "too many nodes for 32-bit ids");
+  const auto n = static_cast<node_id>(features.shape()[0]);
+  std::vector<node_id> unlabeled;
+  d.labels = read_labels(files.labels.open(), n, unlabeled);
+  d.num_classes = d.labels.empty() ? 0 : *std::max_element(d.labels.begin(), d.labels.end()) + 1;
+  d.graph.num_nodes = n;
+  d.graph.indptr.assign(static_cast<std::size_t>(n) + 1, 0);
+  map_feature_file(std::move(features), files.features.file, n, verbose, d, share);
+  read_splits(dir, n, unlabeled, files.labels.file, d);
+  return d;
 }
 
 dataset load_array_dataset(const fs::path& dir, bool verbose, bool sparse_features,
@@ -323,32 +399,7 @@ dataset load_array_dataset(const fs::path& dir, bool verbose, bool sparse_featur
     read_features(std::move(features), n, sparse_features, verbose, d);
   }
 
-  const fs::path train = find_split(dir, "train"), valid = find_split(dir, "valid"),
-                 test = find_split(dir, "test");
-  d.train = read_split(train, n);
-  d.valid = read_split(valid, n);
-  d.test = read_split(test, n);
-  for (const auto& [split, file] :
-       {std::pair{&d.train, train}, {&d.valid, valid}, {&d.test, test}}) {
-    std::vector<node_id> both;
-    std::set_intersection(split->begin(), split->end(), unlabeled.begin(), unlabeled.end(),
-                          std::back_inserter(both));
-    if (!both.empty())
-      throw data_error::at(file.string(), 0,
-                           "node " + std::to_string(both.front()) + " has no label (NaN in " +
-                               files.labels.file.string() + ")");
-  }
-  auto overlap = [&](const std::vector<node_id>& a, const std::vector<node_id>& b,
-                     const fs::path& bfile) {
-    std::vector<node_id> both;
-    std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
-    if (!both.empty())
-      throw data_error::at(bfile.string(), 0,
-                           "node " + std::to_string(both.front()) + " is in more than one split");
-  };
-  overlap(d.train, d.valid, valid);
-  overlap(d.train, d.test, test);
-  overlap(d.valid, d.test, test);
+  read_splits(dir, n, unlabeled, files.labels.file, d);
   if (!unlabeled.empty())
     log(verbose, "  %zu nodes have no label (NaN): in no split, never read\n", unlabeled.size());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -11,25 +11,28 @@
 
 namespace degnn {
 
-graph_partition extract_partition(const dataset& d, const partition_book& book, int part) {
+namespace {
+
+// Checks shared by both cutters; the part with its sizes and owned nodes set.
+graph_partition start_partition(const dataset& d, const partition_book& book, int part,
+                                const char* who) {
   const node_id n = d.num_nodes();
   if (book.num_nodes() != n) {
-    throw std::invalid_argument("extract_partition: the book has " +
+    throw std::invalid_argument(std::string(who) + ": the book has " +
                                 std::to_string(book.num_nodes()) + " nodes, the dataset " +
                                 std::to_string(n));
   }
   if (part < 0 || part >= book.num_parts()) {
-    throw std::invalid_argument("extract_partition: part " + std::to_string(part) +
+    throw std::invalid_argument(std::string(who) + ": part " + std::to_string(part) +
                                 " outside [0, " + std::to_string(book.num_parts()) + ")");
   }
   const Eigen::Index feature_rows = d.sparse_features   ? d.sparse_features->rows()
                                     : d.mapped_features ? d.mapped_features->rows
                                                         : d.features.rows();
   if (feature_rows != n || d.labels.size() != static_cast<size_t>(n)) {
-    throw std::invalid_argument(
-        "extract_partition: dataset features/labels do not have one row per node");
+    throw std::invalid_argument(std::string(who) +
+                                ": dataset features/labels do not have one row per node");
   }
-  const csr_graph& g = d.graph;
   graph_partition p;
   p.part = part;
   p.num_parts = book.num_parts();
@@ -37,27 +40,24 @@ graph_partition extract_partition(const dataset& d, const partition_book& book, 
   p.num_classes = d.num_classes;
   const auto owned = book.owned(part);
   p.owned.assign(owned.begin(), owned.end());
-  const auto rows = owned.size();
+  return p;
+}
 
-  p.indptr.assign(rows + 1, 0);
-  for (size_t l = 0; l < rows; ++l)
-    p.indptr[l + 1] = p.indptr[l] + g.in_degree(owned[l]);
-  const auto edges = static_cast<size_t>(p.indptr.back());
-  p.src_global.resize(edges);
-  p.src_local.resize(edges);
+// Given p's owned nodes and edges (src_global): the local sources, the halo with its owners and
+// full in-degrees (`degree_of`), the labels and the local splits.
+template <class DegreeOf>
+void complete_partition(graph_partition& p, const dataset& d, const partition_book& book,
+                        DegreeOf degree_of) {
+  const int part = p.part;
+  p.src_local.resize(p.src_global.size());
   std::vector<node_id> remote;
-  for (size_t l = 0; l < rows; ++l) {
-    const auto row = g.in_neighbors(owned[l]);
-    const auto at = static_cast<size_t>(p.indptr[l]);
-    std::copy(row.begin(), row.end(), p.src_global.begin() + static_cast<std::ptrdiff_t>(at));
-    for (size_t i = 0; i < row.size(); ++i) {
-      const node_id u = row[i];
-      if (book.owner(u) == part) {
-        p.src_local[at + i] = book.local_id(u);
-      } else {
-        p.src_local[at + i] = -1;
-        remote.push_back(u);
-      }
+  for (size_t i = 0; i < p.src_global.size(); ++i) {
+    const node_id u = p.src_global[i];
+    if (book.owner(u) == part) {
+      p.src_local[i] = book.local_id(u);
+    } else {
+      p.src_local[i] = -1;
+      remote.push_back(u);
     }
   }
   std::sort(remote.begin(), remote.end());
@@ -67,28 +67,11 @@ graph_partition extract_partition(const dataset& d, const partition_book& book, 
   p.halo_degree.resize(p.halo.size());
   for (size_t i = 0; i < p.halo.size(); ++i) {
     p.halo_owner[i] = book.owner(p.halo[i]);
-    p.halo_degree[i] = static_cast<std::int32_t>(g.in_degree(p.halo[i]));
+    p.halo_degree[i] = static_cast<std::int32_t>(degree_of(p.halo[i]));
   }
-
-  p.labels.resize(rows);
-  for (size_t l = 0; l < rows; ++l)
-    p.labels[l] = d.labels[static_cast<size_t>(owned[l])];
-  if (d.sparse_features) {
-    p.features.resize(0, d.features.cols());
-    p.sparse_features = std::make_shared<const sparse_rows>(gather_rows(*d.sparse_features, owned));
-  } else if (d.mapped_features) {
-    // Rows read where they lie in the file; its pages are handed back after the part, so cutting
-    // every part holds one part's rows at a time.
-    const mapped_rows& m = *d.mapped_features;
-    p.features.resize(static_cast<Eigen::Index>(rows), m.cols);
-    for (size_t l = 0; l < rows; ++l)
-      std::copy_n(m.row(owned[l]), m.cols, p.features.row(static_cast<Eigen::Index>(l)).data());
-    m.release();
-  } else {
-    p.features.resize(static_cast<Eigen::Index>(rows), d.features.cols());
-    for (size_t l = 0; l < rows; ++l)
-      p.features.row(static_cast<Eigen::Index>(l)) = d.features.row(owned[l]);
-  }
+  p.labels.resize(p.owned.size());
+  for (size_t l = 0; l < p.owned.size(); ++l)
+    p.labels[l] = d.labels[static_cast<size_t>(p.owned[l])];
   // Global splits are sorted and local ids follow global order, so the local splits come out
   // sorted.
   auto local_split = [&](const std::vector<node_id>& global, std::vector<node_id>& local) {
@@ -99,6 +82,74 @@ graph_partition extract_partition(const dataset& d, const partition_book& book, 
   local_split(d.train, p.train);
   local_split(d.valid, p.valid);
   local_split(d.test, p.test);
+}
+
+}  // namespace
+
+graph_partition extract_partition(const dataset& d, const partition_book& book, int part,
+                                  bool copy_mapped_rows) {
+  graph_partition p = start_partition(d, book, part, "extract_partition");
+  const csr_graph& g = d.graph;
+  const auto rows = p.owned.size();
+  p.indptr.assign(rows + 1, 0);
+  for (size_t l = 0; l < rows; ++l)
+    p.indptr[l + 1] = p.indptr[l] + g.in_degree(p.owned[l]);
+  p.src_global.resize(static_cast<size_t>(p.indptr.back()));
+  for (size_t l = 0; l < rows; ++l) {
+    const auto row = g.in_neighbors(p.owned[l]);
+    std::copy(row.begin(), row.end(),
+              p.src_global.begin() + static_cast<std::ptrdiff_t>(p.indptr[l]));
+  }
+  complete_partition(p, d, book, [&](node_id v) { return g.in_degree(v); });
+
+  if (d.sparse_features) {
+    p.features.resize(0, d.features.cols());
+    p.sparse_features =
+        std::make_shared<const sparse_rows>(gather_rows(*d.sparse_features, p.owned));
+  } else if (d.mapped_features && !copy_mapped_rows) {
+    p.features.resize(0, d.mapped_features->cols);  // write_partition_file reads them
+  } else if (d.mapped_features) {
+    // Rows read where they lie in the file; its pages are handed back after the part, so cutting
+    // every part holds one part's rows at a time.
+    const mapped_rows& m = *d.mapped_features;
+    p.features.resize(static_cast<Eigen::Index>(rows), m.cols);
+    for (size_t l = 0; l < rows; ++l)
+      std::copy_n(m.row(p.owned[l]), m.cols, p.features.row(static_cast<Eigen::Index>(l)).data());
+    m.release();
+  } else {
+    p.features.resize(static_cast<Eigen::Index>(rows), d.features.cols());
+    for (size_t l = 0; l < rows; ++l)
+      p.features.row(static_cast<Eigen::Index>(l)) = d.features.row(p.owned[l]);
+  }
+  return p;
+}
+
+graph_partition assemble_partition(const dataset& outline, const partition_book& book, int part,
+                                   std::span<const std::uint64_t> arcs,
+                                   std::span<const std::int32_t> in_degree) {
+  graph_partition p = start_partition(outline, book, part, "assemble_partition");
+  if (in_degree.size() != static_cast<size_t>(outline.num_nodes()))
+    throw std::invalid_argument("assemble_partition: one in-degree per node expected");
+  const auto rows = p.owned.size();
+  p.indptr.assign(rows + 1, 0);
+  p.src_global.resize(arcs.size());
+  size_t l = 0;
+  for (size_t i = 0; i < arcs.size(); ++i) {
+    const auto dst = static_cast<node_id>(arcs[i] >> 32);
+    if (i > 0 && arcs[i] <= arcs[i - 1])
+      throw std::invalid_argument("assemble_partition: arcs not sorted and unique");
+    while (l < rows && p.owned[l] < dst)
+      p.indptr[++l] = static_cast<edge_offset>(i);
+    if (l == rows || p.owned[l] != dst)
+      throw std::invalid_argument("assemble_partition: an arc into node " + std::to_string(dst) +
+                                  ", which part " + std::to_string(part) + " does not own");
+    p.src_global[i] = static_cast<node_id>(arcs[i] & 0xffffffffu);
+  }
+  while (l < rows)
+    p.indptr[++l] = static_cast<edge_offset>(arcs.size());
+  complete_partition(p, outline, book,
+                     [&](node_id v) { return in_degree[static_cast<size_t>(v)]; });
+  p.features.resize(0, outline.features.cols());
   return p;
 }
 

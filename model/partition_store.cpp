@@ -18,6 +18,7 @@
 #include "model/data_error.hpp"
 #include "model/durable_file.hpp"
 #include "model/hashing.hpp"
+#include "model/mapped_file.hpp"
 #include "model/sparse_input.hpp"
 
 namespace degnn {
@@ -149,7 +150,15 @@ void write_text_file(const fs::path& file, const std::string& text) {
   write_file_durably(file, text);
 }
 
-void write_partition_file(const fs::path& file, const graph_partition& p, std::uint64_t book_sum) {
+}  // namespace
+
+void write_partition_file(const fs::path& file, const graph_partition& p, std::uint64_t book_sum,
+                          const mapped_rows* rows_from) {
+  if (rows_from &&
+      (p.sparse_features || p.features.rows() != 0 || p.features.cols() != rows_from->cols))
+    throw std::invalid_argument(
+        "write_partition_file: rows from a mapping need a partition without feature rows of "
+        "the same width");
   part_header h;
   std::memset(&h, 0, sizeof h);
   std::memcpy(h.magic, kPartMagic, 8);
@@ -187,6 +196,22 @@ void write_partition_file(const fs::path& file, const graph_partition& p, std::u
     w.put(counts.data(), counts.size());
     w.put(rows->m.innerIndexPtr(), nnz);
     w.put(rows->m.valuePtr(), nnz);
+  } else if (rows_from) {
+    // Rows gathered into a buffer of an even number of rows, so each put is a multiple of 8
+    // bytes and the checksum (8 bytes a step) equals the one of a single put of all of them.
+    const auto cols = static_cast<std::size_t>(rows_from->cols);
+    const std::size_t batch = std::max<std::size_t>(2, ((std::size_t{4} << 20) / 4 / cols) & ~1);
+    std::vector<float> buf;
+    buf.reserve(batch * cols);
+    for (std::size_t l = 0; l < p.owned.size(); ++l) {
+      const float* row = rows_from->row(p.owned[l]);
+      buf.insert(buf.end(), row, row + cols);
+      if (buf.size() == batch * cols || l + 1 == p.owned.size()) {
+        w.put(buf.data(), buf.size());
+        buf.clear();
+      }
+    }
+    rows_from->release();
   } else {
     w.put(p.features.data(), static_cast<size_t>(p.features.size()));
   }
@@ -199,6 +224,8 @@ void write_partition_file(const fs::path& file, const graph_partition& p, std::u
   w.put(p.halo_degree.data(), p.halo_degree.size());
   w.finish();
 }
+
+namespace {
 
 // Structural checks of a loaded partition: the checksum catches corruption on disk, these catch a
 // file written by a buggy or foreign writer before a shard indexes out of bounds with it.
@@ -296,20 +323,10 @@ void write_partitions(const dataset& d, const std::vector<std::int32_t>& owner, 
   for (int k = 0; k < num_parts; ++k) {
     const fs::path file = partition_file(dir, k);
     fs::create_directories(file.parent_path());
-    write_partition_file(file, extract_partition(d, book, k), book_sum);
+    write_partition_file(file, extract_partition(d, book, k, false), book_sum,
+                         d.mapped_features.get());
   }
-  {
-    book_header h;
-    std::memset(&h, 0, sizeof h);
-    std::memcpy(h.magic, kBookMagic, 8);
-    h.version = kFormatVersion;
-    h.num_parts = num_parts;
-    h.num_nodes = static_cast<std::int64_t>(owner.size());
-    bin_writer w(dir / kBookName);
-    w.put(&h, 1);
-    w.put(owner.data(), owner.size());
-    w.finish();
-  }
+  write_partition_book(dir, owner, num_parts);
   partition_meta m;
   m.format_version = kFormatVersion;
   m.dataset_name = d.name;
@@ -322,8 +339,24 @@ void write_partitions(const dataset& d, const std::vector<std::int32_t>& owner, 
   m.seed = seed;
   m.owner_checksum = book_sum;
   m.source = source_text;
-  write_text_file(dir / kMetaName,
-                  partition_meta_text(m));  // last: its presence marks a complete set
+  write_partition_meta(dir, m);  // last: its presence marks a complete set
+}
+
+void write_partition_book(const fs::path& dir, std::span<const std::int32_t> owner, int num_parts) {
+  book_header h;
+  std::memset(&h, 0, sizeof h);
+  std::memcpy(h.magic, kBookMagic, 8);
+  h.version = kFormatVersion;
+  h.num_parts = num_parts;
+  h.num_nodes = static_cast<std::int64_t>(owner.size());
+  bin_writer w(dir / kBookName);
+  w.put(&h, 1);
+  w.put(owner.data(), owner.size());
+  w.finish();
+}
+
+void write_partition_meta(const fs::path& dir, const partition_meta& m) {
+  write_text_file(dir / kMetaName, partition_meta_text(m));
 }
 
 partition_book load_partition_book(const fs::path& dir) {

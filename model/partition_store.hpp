@@ -68,7 +68,17 @@ void apply_feature_settings(graph_partition& p, bool sparse, const std::string& 
 
 /// Cuts part `part` out of d (its features compressed when d's are) according to book (in memory;
 /// write_partitions uses it per part).
-graph_partition extract_partition(const dataset& d, const partition_book& book, int part);
+/// copy_mapped_rows false: a dataset's mapped features are left where they lie (p.features keeps
+/// their width and no rows; write_partition_file reads them from the mapping).
+graph_partition extract_partition(const dataset& d, const partition_book& book, int part,
+                                  bool copy_mapped_rows = true);
+/// The same part from in-arcs instead of a graph: `arcs` packs (dst << 32 | src) for every
+/// in-edge whose destination `part` owns, sorted and unique (as the dataset's CSR holds them);
+/// `in_degree` is every node's full in-degree; `outline` has the labels, splits and the feature
+/// width. p holds no feature rows (write them from the mapping with write_partition_file).
+graph_partition assemble_partition(const dataset& outline, const partition_book& book, int part,
+                                   std::span<const std::uint64_t> arcs,
+                                   std::span<const std::int32_t> in_degree);
 
 /// Contents of DIR/partitions.meta.
 /// The partition files' format (2: per halo node its full in-degree, for GCN's normalisation of
@@ -102,6 +112,16 @@ std::uint64_t owner_checksum(std::span<const std::int32_t> owner);
 void write_partitions(const dataset& d, const std::vector<std::int32_t>& owner,
                       const std::filesystem::path& dir, std::string_view method, std::uint64_t seed,
                       int num_parts = 0, const std::filesystem::path& source = {});
+
+/// The pieces write_partitions writes, for writers that cut the parts in several processes: one
+/// part's file (its feature rows read from `rows_from` at p.owned when given: p then holds no
+/// feature rows, only their width), the book, and the meta file, which goes last. Each file is
+/// written to a temporary name and renamed.
+void write_partition_file(const std::filesystem::path& file, const graph_partition& p,
+                          std::uint64_t book_sum, const mapped_rows* rows_from = nullptr);
+void write_partition_book(const std::filesystem::path& dir, std::span<const std::int32_t> owner,
+                          int num_parts);
+void write_partition_meta(const std::filesystem::path& dir, const partition_meta& m);
 
 /// Each loader throws data_error naming the file and what is wrong with it (missing, truncated,
 /// bad magic or version, checksum mismatch, sizes that disagree with partitions.meta, ids out of

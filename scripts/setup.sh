@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(cmake g++ make pkg-config ccache libcaf-dev libeigen3-dev capnproto libcapnp-dev
           libgtest-dev libgmock-dev libbenchmark-dev libmetis-dev zlib1g-dev libssl-dev
           libcpp-httplib-dev nlohmann-json3-dev libreadline-dev clang-format tmux iproute2
-          nftables bc)
+          nftables bc libptscotch-dev libopenmpi-dev openmpi-bin)
 [ "${1:-}" = --test ] && packages+=(python3-numpy python3-torch)
 missing=()
 for p in "${packages[@]}"; do

@@ -7,6 +7,7 @@ namespace degnn {
 int run_info(int argc, char** argv);
 int run_generate(int argc, char** argv);
 int run_partition(int argc, char** argv);
+int run_convert(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int bench_train(int argc, char** argv);  ///< `degnn bench train`
 int run_train(int argc, char** argv);

@@ -1,6 +1,7 @@
 // degnn info / generate / partition / bench data: the dataset and partitioning commands.
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 
 #include "model/dataset.hpp"
 #include "model/partition_store.hpp"
@@ -8,6 +9,8 @@
 #include "model/synthetic_graph.hpp"
 #include "runtime/cli/cli_options.hpp"
 #include "runtime/cli/commands.hpp"
+#include "runtime/partition/ptscotch_partition.hpp"
+#include "runtime/process/config_error.hpp"
 #include "runtime/process/process_stats.hpp"
 
 namespace degnn {
@@ -73,11 +76,19 @@ int describe_partition_set(const char* dir) {
 
 int run_partition(int argc, char** argv) {
   option_set opts(
-      "partition", "degnn partition --data DIR --parts K --method metis|random --out DIR",
-      {{"data", "", "dataset directory (OGB raw layout)"},
+      "partition",
+      "degnn partition --data DIR --parts K --method metis|random --out DIR\n"
+      "       mpirun -n R degnn partition --data DIR --parts K --method ptscotch --out DIR",
+      {{"data", "", "dataset directory (any layout; ptscotch: the NumPy layout)"},
        {"parts", "4", "number of partitions"},
-       {"method", "metis", "metis (min edge cut, node and train-node balance) or random"},
+       {"method", "metis",
+        "metis (min edge cut, node and train-node balance), random, or ptscotch: PT-Scotch over "
+        "MPI, each of the R ranks reading 1/R of the edges and writing its share of the parts "
+        "(no process holds the whole graph; the same balance as metis)"},
        {"seed", "1", "random seed (METIS seed or the random deal)"},
+       {"strategy", "quality",
+        "ptscotch: Scotch's strategy, quality, default, speed or scalability (less memory, a "
+        "larger cut)"},
        {"out", "", "output directory (one part-K/ folder per partition + metadata)"},
        {"cache-dir", "",
         "folder of the parsed-dataset cache (default $XDG_CACHE_HOME/degnn or ~/.cache/degnn)"},
@@ -89,8 +100,39 @@ int run_partition(int argc, char** argv) {
   if (!opts.given("data")) throw config_error("partition: --data DIR is required");
   if (!opts.given("out")) throw config_error("partition: --out DIR is required");
   const int parts = static_cast<int>(opts.integer("parts", 1, 1 << 20));
-  const std::string method_name = opts.choice("method", {"metis", "random"});
+  const std::string method_name = opts.choice("method", {"metis", "random", "ptscotch"});
   const auto seed = static_cast<std::uint64_t>(opts.integer("seed", 0));
+  if (method_name == "ptscotch") {
+    if (opts.flag("sparse-features"))
+      throw config_error("partition: --sparse-features is not available with --method ptscotch");
+    const ptscotch_report r = run_ptscotch_partition(
+        {.data = opts.str("data"),
+         .out = opts.str("out"),
+         .parts = parts,
+         .seed = seed,
+         .strategy = opts.choice("strategy", {"quality", "default", "speed", "scalability"})});
+    if (r.rank != 0) return 0;
+    std::printf("partitioned %s (%lld nodes) into %d parts with ptscotch on %d ranks\n",
+                r.dataset.c_str(),
+                static_cast<long long>(
+                    r.quality.nodes.empty()
+                        ? 0
+                        : std::accumulate(r.quality.nodes.begin(), r.quality.nodes.end(), 0LL)),
+                parts, r.ranks);
+    print_quality(r.quality);
+    std::printf("balancing moved %lld train and %lld other nodes\n",
+                static_cast<long long>(r.moved_train), static_cast<long long>(r.moved_other));
+    double sum = 0;
+    std::printf("peak RSS  ");
+    for (std::size_t k = 0; k < r.peak_rss_mib.size(); ++k) {
+      std::printf("%srank %zu %.0f MiB", k ? ", " : "", k, r.peak_rss_mib[k]);
+      sum += r.peak_rss_mib[k];
+    }
+    std::printf("; sum %.0f MiB\n", sum);
+    std::printf("time      read %.2f s, partition %.2f s, balance %.2f s, write %.2f s -> %s\n",
+                r.read_s, r.partition_s, r.balance_s, r.write_s, opts.str("out").c_str());
+    return 0;
+  }
   stopwatch clock;
   const dataset d = load_dataset(opts.str("data"), {.use_cache = true,
                                                     .cache_path = {},
@@ -115,6 +157,32 @@ int run_partition(int argc, char** argv) {
   print_quality(evaluate_partition(d.graph, d.train, owner, parts));
   std::printf("time      load %.2f s, partition %.2f s, write %.2f s -> %s (peak RSS %.0f MiB)\n",
               load_s, part_s, write_s, opts.str("out").c_str(), peak_rss_mib());
+  return 0;
+}
+
+int run_convert(int argc, char** argv) {
+  option_set opts("convert", "degnn convert --data DIR --out DIR",
+                  {{"data", "", "dataset directory (any layout: OGB CSV or binary, NumPy)"},
+                   {"out", "", "output directory (NumPy layout: edge_index.npy ...)"}});
+  if (!opts.parse(argc, argv, 0)) return 0;
+  if (!opts.given("data")) throw config_error("convert: --data DIR is required");
+  if (!opts.given("out")) throw config_error("convert: --out DIR is required");
+  if (fs::equivalent(opts.str("data"), opts.str("out")))
+    throw config_error("convert: --out must be another folder than --data");
+  stopwatch clock;
+  const dataset d = load_dataset(opts.str("data"), {.use_cache = false,
+                                                    .cache_path = {},
+                                                    .verbose = true,
+                                                    .cache_dir = {},
+                                                    .sparse_features = false,
+                                                    .map_features = true});
+  write_numpy_dataset(d, opts.str("out"));
+  std::printf(
+      "wrote %s: %s, %d nodes, %lld in-edges, %d features as NumPy arrays (%.1f s, peak "
+      "RSS %.0f MiB)\n",
+      opts.str("out").c_str(), d.name.c_str(), d.num_nodes(),
+      static_cast<long long>(d.graph.num_edges()), d.num_features(), clock.seconds(),
+      peak_rss_mib());
   return 0;
 }
 

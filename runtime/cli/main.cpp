@@ -22,8 +22,10 @@ void print_help() {
       "  console    attach to node 0 of a running cluster (console HOST:PORT [-c CMD])\n"
       "  certs      make a cluster CA, node and operator key pairs and a job token (TLS)\n"
       "  info       describe a dataset directory or a partition set\n"
-      "  generate   write a synthetic graph (degree-corrected SBM) in the OGB raw layout\n"
-      "  partition  split a dataset into K partitions on disk (METIS or random)\n"
+      "  generate   write a synthetic graph (degree-corrected SBM) as NumPy arrays or CSV\n"
+      "  convert    write a dataset (any layout) as NumPy arrays, which are read in place\n"
+      "  partition  split a dataset into K partitions on disk (METIS, random, or PT-Scotch\n"
+      "             over MPI: mpirun -n R degnn partition --method ptscotch ...)\n"
       "  bench      benchmarks printing JSON lines (bench data | bench train)\n\n"
       "`degnn COMMAND --help` lists a command's options.\n");
 }
@@ -49,6 +51,7 @@ int main(int argc, char** argv) {
     if (command == "certs") return degnn::run_certs(argc - 2, argv + 2);
     if (command == "info") return degnn::run_info(argc - 2, argv + 2);
     if (command == "generate") return degnn::run_generate(argc - 2, argv + 2);
+    if (command == "convert") return degnn::run_convert(argc - 2, argv + 2);
     if (command == "partition") return degnn::run_partition(argc - 2, argv + 2);
     if (command == "bench") return degnn::run_bench(argc - 2, argv + 2);
     if (command == "infer") return degnn::run_infer(argc - 2, argv + 2);

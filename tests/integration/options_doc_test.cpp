@@ -41,6 +41,7 @@ TEST(OptionsDoc, EveryTableInDocsOptionsIsWhatTheCommandsHelpPrints) {
     }
   }
   EXPECT_TRUE(command.empty()) << "the table of degnn " << command << " has no end marker";
-  // train, node, partition, generate, info, bench data, bench train, infer, export, certs.
-  EXPECT_EQ(tables, 10);
+  // train, node, partition, generate, convert, info, bench data, bench train, infer, export,
+  // certs.
+  EXPECT_EQ(tables, 11);
 }

@@ -16,6 +16,7 @@
 #include "model/crc32.hpp"
 #include "model/data_error.hpp"
 #include "model/dataset.hpp"
+#include "model/dataset_arrays.hpp"
 #include "model/mapped_file.hpp"
 #include "model/partition_book.hpp"
 #include "model/partition_store.hpp"
@@ -34,6 +35,11 @@ load_options no_cache(bool map_features = false) {
   o.use_cache = false;
   o.map_features = map_features;
   return o;
+}
+
+std::string read_bytes(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 fs::path bundled(const char* name) {
@@ -411,4 +417,57 @@ TEST(ArrayLayouts, MappedFeaturesCutTheSamePartsAsLoadedOnes) {
               std::string::npos)
         << e.what();
   }
+}
+
+// What the ranks of degnn partition --method ptscotch use: a dataset written by
+// write_numpy_dataset loads back as itself; its outline (everything but the edges) and the in-arcs
+// of a part assemble the part file extract_partition's part makes, byte for byte.
+TEST(ArrayLayouts, AnOutlineAndAPartsInArcsWriteTheSamePartFileAsExtract) {
+  degnn::testing::temp_dir t("degnn_arrays_");
+  const dataset csv = load_ogb_csv(bundled("citeseer"));
+  write_numpy_dataset(csv, t.path / "npy");
+  expect_same(load_dataset(t.path / "npy", no_cache()), csv);
+
+  const dataset outline = load_array_outline(t.path / "npy", {1, 3});
+  EXPECT_EQ(outline.num_nodes(), csv.num_nodes());
+  EXPECT_EQ(outline.graph.num_edges(), 0);
+  EXPECT_EQ(outline.labels, csv.labels);
+  EXPECT_EQ(outline.train, csv.train);
+  EXPECT_EQ(outline.test, csv.test);
+  ASSERT_NE(outline.mapped_features, nullptr);
+
+  const int parts = 3;
+  const std::vector<std::int32_t> owner =
+      partition_graph(csv.graph, csv.train, parts, partition_method::metis, 2);
+  const partition_book book(owner, parts);
+  std::vector<std::int32_t> degree(static_cast<std::size_t>(csv.num_nodes()));
+  for (node_id v = 0; v < csv.num_nodes(); ++v)
+    degree[static_cast<std::size_t>(v)] = static_cast<std::int32_t>(csv.graph.in_degree(v));
+  for (int k = 0; k < parts; ++k) {
+    std::vector<std::uint64_t> arcs;
+    for (node_id v : book.owned(k))
+      for (node_id u : csv.graph.in_neighbors(v))
+        arcs.push_back(static_cast<std::uint64_t>(v) << 32 | static_cast<std::uint32_t>(u));
+    const graph_partition p = assemble_partition(outline, book, k, arcs, degree);
+    write_partition_file(t.path / "assembled.bin", p, 42, outline.mapped_features.get());
+    write_partition_file(t.path / "extracted.bin", extract_partition(csv, book, k), 42);
+    EXPECT_TRUE(read_bytes(t.path / "assembled.bin") == read_bytes(t.path / "extracted.bin"))
+        << "part " << k;
+    if (k == 0) {
+      std::swap(arcs[0], arcs[1]);
+      EXPECT_THROW(assemble_partition(outline, book, k, arcs, degree), std::invalid_argument);
+      std::vector<std::uint64_t> stray{static_cast<std::uint64_t>(book.owned(1)[0]) << 32};
+      EXPECT_THROW(assemble_partition(outline, book, k, stray, degree), std::invalid_argument);
+    }
+  }
+
+  // A rank's slice of the edge array: skip, then read.
+  array_stream all = open_edge_index(t.path / "npy"), slice = open_edge_index(t.path / "npy");
+  const std::int64_t m = all.shape()[1];
+  std::vector<std::int64_t> whole(static_cast<std::size_t>(2 * m)), part(10);
+  all.read(whole.data(), whole.size());
+  slice.skip(m + 17);
+  slice.read(part.data(), part.size());
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), whole.begin() + m + 17));
+  EXPECT_THROW(slice.skip(m), data_error);
 }

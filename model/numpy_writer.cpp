@@ -1,6 +1,7 @@
-// write_synthetic_arrays: the synthetic graph streamed to NumPy files a block at a time (edges
-// drawn a few chunks ahead in parallel, feature rows in blocks), so memory is the planted model's
-// per-node tables and a few blocks, whatever the edge count or feature width.
+// Writers of the NumPy layout: write_synthetic_arrays streams the synthetic graph a block at a
+// time (edges drawn a few chunks ahead in parallel, feature rows in blocks), so memory is the
+// planted model's per-node tables and a few blocks, whatever the edge count or feature width;
+// write_numpy_dataset writes a dataset in memory (degnn convert).
 #include <omp.h>
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include <stdexcept>
 
 #include "model/array_file.hpp"
+#include "model/dataset.hpp"
+#include "model/mapped_file.hpp"
 #include "model/synthetic_graph.hpp"
 #include "model/synthetic_model.hpp"
 
@@ -173,6 +176,57 @@ synthetic_arrays_summary write_synthetic_arrays(const synthetic_options& o, cons
   }
   fs::rename(ini.string() + ".partial", ini);
   return summary;
+}
+
+void write_numpy_dataset(const dataset& d, const fs::path& dir) {
+  if (d.sparse_features)
+    throw std::invalid_argument("write_numpy_dataset: features held as compressed rows");
+  const node_id n = d.num_nodes();
+  const auto f = static_cast<std::int64_t>(d.num_features());
+  fs::create_directories(dir / "split");
+  // Each stored edge once: an undirected graph's CSR holds both directions, and the loader
+  // symmetrizes again, so src <= dst is the whole of it.
+  std::vector<node_id> src, dst;
+  for (node_id v = 0; v < n; ++v)
+    for (node_id u : d.graph.in_neighbors(v))
+      if (d.directed || u <= v) src.push_back(u), dst.push_back(v);
+  {
+    output_file edges(dir / "edge_index.npy");
+    const auto m = static_cast<std::int64_t>(src.size());
+    const std::string header = npy_header({"", array_dtype::i32, {2, m}, nullptr});
+    edges.write(header.data(), header.size());
+    edges.write(src.data(), src.size() * sizeof(node_id));
+    edges.write(dst.data(), dst.size() * sizeof(node_id));
+    edges.commit();
+  }
+  src = {};
+  dst = {};
+  {
+    output_file feats(dir / "node_feat.npy");
+    const std::string header = npy_header({"", array_dtype::f32, {n, f}, nullptr});
+    feats.write(header.data(), header.size());
+    if (d.mapped_features) {
+      for (node_id v = 0; v < n; ++v)
+        feats.write(d.mapped_features->row(v), static_cast<std::size_t>(f) * sizeof(float));
+      d.mapped_features->release();
+    } else {
+      feats.write(d.features.data(), static_cast<std::size_t>(d.features.size()) * sizeof(float));
+    }
+    feats.commit();
+  }
+  write_array(dir / "node_label.npy", array_dtype::i32, {n}, d.labels.data());
+  for (const auto& [name, ids] :
+       {std::pair{"train", &d.train}, {"valid", &d.valid}, {"test", &d.test}})
+    write_array(dir / "split" / (std::string(name) + ".npy"), array_dtype::i32,
+                {static_cast<std::int64_t>(ids->size())}, ids->data());
+  const fs::path ini = dir / "dataset.ini";
+  {
+    std::ofstream meta(ini.string() + ".partial");
+    meta << "# converted by degnn convert (NumPy arrays beside it)\nname = " << d.name
+         << "\ndirected = " << (d.directed ? "true" : "false") << "\n";
+    if (!meta) throw std::runtime_error("cannot write " + ini.string());
+  }
+  fs::rename(ini.string() + ".partial", ini);
 }
 
 }  // namespace degnn
