@@ -188,24 +188,35 @@ std::vector<std::int32_t> scotch_parts(local_graph& g, int parts, std::uint64_t 
   if (arcs > 0x7fffffff)
     throw std::runtime_error("PT-Scotch (32-bit build): the graph has " + std::to_string(arcs) +
                              " arcs, more than 2^31");
-  SCOTCH_randomSeed(static_cast<SCOTCH_Num>(seed & 0x7fffffff));
-  SCOTCH_randomReset();
-  SCOTCH_Dgraph graph;
+  // A context with a fixed seed and Scotch's deterministic option: the same book for the same
+  // graph, seed and ranks (without it, Scotch's threads make each run's cut a little different).
+  SCOTCH_Context context;
+  check_scotch(SCOTCH_contextInit(&context), "contextInit");
+  SCOTCH_contextRandomSeed(&context, static_cast<SCOTCH_Num>(seed & 0x7fffffff));
+  check_scotch(SCOTCH_contextOptionSetNum(&context, SCOTCH_OPTIONNUMDETERMINISTIC, 1),
+               "contextOptionSetNum(deterministic)");
+  check_scotch(SCOTCH_contextOptionSetNum(&context, SCOTCH_OPTIONNUMRANDOMFIXEDSEED, 1),
+               "contextOptionSetNum(fixed seed)");
+  SCOTCH_Dgraph graph, bound;
   check_scotch(SCOTCH_dgraphInit(&graph, MPI_COMM_WORLD), "dgraphInit");
   const auto nloc = static_cast<SCOTCH_Num>(g.vertices());
   const auto eloc = static_cast<SCOTCH_Num>(g.edges.size());
   check_scotch(SCOTCH_dgraphBuild(&graph, 0, nloc, nloc, g.vert.data(), g.vert.data() + 1, nullptr,
                                   nullptr, eloc, eloc, g.edges.data(), nullptr, nullptr),
                "dgraphBuild");
+  check_scotch(SCOTCH_dgraphInit(&bound, MPI_COMM_WORLD), "dgraphInit");
+  check_scotch(SCOTCH_contextBindDgraph(&context, &graph, &bound), "contextBindDgraph");
   SCOTCH_Strat strat;
   check_scotch(SCOTCH_stratInit(&strat), "stratInit");
   check_scotch(SCOTCH_stratDgraphMapBuild(&strat, strategy_flags(strategy), me.ranks, parts,
                                           partition_balance_tolerance),
                "stratDgraphMapBuild");
   std::vector<SCOTCH_Num> mine(static_cast<std::size_t>(nloc));
-  const int rc = SCOTCH_dgraphPart(&graph, parts, &strat, mine.data());
+  const int rc = SCOTCH_dgraphPart(&bound, parts, &strat, mine.data());
   SCOTCH_stratExit(&strat);
+  SCOTCH_dgraphExit(&bound);
   SCOTCH_dgraphExit(&graph);
+  SCOTCH_contextExit(&context);
   check_scotch(rc, "dgraphPart");
   // Every rank gets the whole owner vector (4 bytes a node).
   std::vector<int> counts(static_cast<std::size_t>(me.ranks)), at(counts.size());

@@ -124,6 +124,11 @@ TEST_F(PtScotchPartition, PartFilesAreTheSingleProcessCutOfTheSameBookBalancedWi
     const dataset d = numpy_copy(r.dataset, npy);
     const fs::path set = ptscotch(npy, r.ranks, r.parts, tag);
     ASSERT_TRUE(fs::exists(set / "partitions.meta"));
+    if (r.ranks == 2 && r.parts == 2) {
+      // The same graph, seed and ranks give the same book (Scotch's deterministic option).
+      const fs::path again = ptscotch(npy, r.ranks, r.parts, tag + "-again");
+      EXPECT_TRUE(bytes_of(again / "owner.bin") == bytes_of(set / "owner.bin"));
+    }
     const partition_meta meta = load_partition_meta(set);
     EXPECT_EQ(meta.method, "ptscotch");
     EXPECT_EQ(meta.num_nodes, d.num_nodes());
@@ -159,7 +164,7 @@ TEST_F(PtScotchPartition, PartFilesAreTheSingleProcessCutOfTheSameBookBalancedWi
                 100 * q.cut_fraction, static_cast<long long>(q.cut_edges), 100 * metis.cut_fraction,
                 static_cast<long long>(metis.cut_edges),
                 static_cast<double>(q.cut_edges) / static_cast<double>(metis.cut_edges));
-    // Measured: Cora 0.93x, Pubmed 1.40x (2 ranks) and 1.30x (4 ranks) of METIS's cut; the
+    // Measured: Cora 0.90x, Pubmed 1.40x (2 ranks) and 1.28x (4 ranks) of METIS's cut; the
     // issue's 1.25x is for synthetic-1M (docs/results.md section 7). A guard, not the target.
     EXPECT_LE(static_cast<double>(q.cut_edges), 1.5 * static_cast<double>(metis.cut_edges));
   }
