@@ -126,31 +126,7 @@ std::int64_t stored_array::elements() const {
 std::vector<float> stored_array::as_floats() const {
   const auto n = static_cast<std::size_t>(elements());
   std::vector<float> out(n);
-  auto convert = [&](auto tag) {
-    using T = decltype(tag);
-    for (std::size_t i = 0; i < n; ++i) {
-      T v;
-      std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
-      out[i] = static_cast<float>(v);
-    }
-  };
-  switch (dtype) {
-    case array_dtype::f32:
-      convert(float{});
-      break;
-    case array_dtype::f64:
-      convert(double{});
-      break;
-    case array_dtype::i32:
-      convert(std::int32_t{});
-      break;
-    case array_dtype::i64:
-      convert(std::int64_t{});
-      break;
-    case array_dtype::u8:
-      convert(std::uint8_t{});
-      break;
-  }
+  array_detail::convert_elements(dtype, bytes.data(), out.data(), n);
   return out;
 }
 

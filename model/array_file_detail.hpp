@@ -14,6 +14,31 @@
 
 namespace degnn::array_detail {
 
+/// n elements of dtype t at `bytes` (any alignment) into out, each through static_cast.
+template <class Out>
+void convert_elements(array_dtype t, const char* bytes, Out* out, std::size_t n) {
+  auto convert = [&](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t i = 0; i < n; ++i) {
+      T v;
+      std::memcpy(&v, bytes + i * sizeof(T), sizeof(T));
+      out[i] = static_cast<Out>(v);
+    }
+  };
+  switch (t) {
+    case array_dtype::f32:
+      return convert(float{});
+    case array_dtype::f64:
+      return convert(double{});
+    case array_dtype::i32:
+      return convert(std::int32_t{});
+    case array_dtype::i64:
+      return convert(std::int64_t{});
+    case array_dtype::u8:
+      return convert(std::uint8_t{});
+  }
+}
+
 struct dtype_names {
   array_dtype t;
   const char* npy;

@@ -123,31 +123,7 @@ struct array_stream::state {
     while (count > 0) {
       const std::size_t n = std::min(count, kPiece / size);
       const std::string_view bytes = take(n * size);
-      auto convert = [&](auto tag) {
-        using T = decltype(tag);
-        for (std::size_t i = 0; i < n; ++i) {
-          T v;
-          std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
-          out[i] = static_cast<Out>(v);
-        }
-      };
-      switch (info.dtype) {
-        case array_dtype::f32:
-          convert(float{});
-          break;
-        case array_dtype::f64:
-          convert(double{});
-          break;
-        case array_dtype::i32:
-          convert(std::int32_t{});
-          break;
-        case array_dtype::i64:
-          convert(std::int64_t{});
-          break;
-        case array_dtype::u8:
-          convert(std::uint8_t{});
-          break;
-      }
+      convert_elements(info.dtype, bytes.data(), out, n);
       out += n;
       count -= n;
       consumed += static_cast<std::int64_t>(n);

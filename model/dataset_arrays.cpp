@@ -126,15 +126,20 @@ std::pair<std::vector<node_id>, std::vector<node_id>> read_edges(array_stream s,
   return {std::move(src), std::move(dst)};
 }
 
-// node_feat (n, F) into d.features (dense) or d.sparse_features, a block of rows at a time; a
-// NaN or infinite value is refused, naming its row and column.
-void read_features(array_stream s, node_id n, bool sparse, bool verbose, dataset& d) {
+// node_feat's width F, its shape checked to be (n, F).
+std::int64_t feature_width(const array_stream& s, node_id n) {
   const auto& shape = s.shape();
   if (shape.size() != 2 || shape[0] != n || shape[1] < 1)
     throw data_error::at(
         s.where(), 0,
         "shape " + shape_text(shape) + ": expected (" + std::to_string(n) + ", features)");
-  const std::int64_t f = shape[1];
+  return shape[1];
+}
+
+// node_feat (n, F) into d.features (dense) or d.sparse_features, a block of rows at a time; a
+// NaN or infinite value is refused, naming its row and column.
+void read_features(array_stream s, node_id n, bool sparse, bool verbose, dataset& d) {
+  const std::int64_t f = feature_width(s, n);
   const std::int64_t block = std::max<std::int64_t>(1, static_cast<std::int64_t>(kChunk) / f);
   std::vector<float> buf;
   std::vector<std::int32_t> counts, columns;
@@ -187,12 +192,7 @@ void read_features(array_stream s, node_id n, bool sparse, bool verbose, dataset
 // or infinite value is refused as read_features refuses it) without keeping the pages read.
 void map_feature_file(array_stream s, const fs::path& file, node_id n, bool verbose, dataset& d,
                       row_share share = {}) {
-  const auto& shape = s.shape();
-  if (shape.size() != 2 || shape[0] != n || shape[1] < 1)
-    throw data_error::at(
-        s.where(), 0,
-        "shape " + shape_text(shape) + ": expected (" + std::to_string(n) + ", features)");
-  const std::int64_t f = shape[1];
+  const std::int64_t f = feature_width(s, n);
   const std::int64_t first = share.begin(n) * f, last = share.end(n) * f;
   s.skip(first);
   std::vector<float> buf(kChunk);

@@ -3,12 +3,6 @@
 // (4 bytes a node each), one part's CSR while it is written, and the mapped feature pages it reads.
 #include "runtime/partition/ptscotch_partition.hpp"
 
-#include <mpi.h>
-#include <stdio.h>  // scotch.h needs FILE first
-// clang-format off
-#include <ptscotch.h>
-// clang-format on
-
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -19,6 +13,7 @@
 #include "model/dataset_arrays.hpp"
 #include "model/mapped_file.hpp"
 #include "model/partition_store.hpp"
+#include "runtime/partition/ptscotch_graph.hpp"
 #include "runtime/process/config_error.hpp"
 #include "runtime/process/process_stats.hpp"
 
@@ -26,7 +21,9 @@ namespace degnn {
 
 namespace {
 
-static_assert(sizeof(SCOTCH_Num) == sizeof(std::int32_t), "Debian's int32 Scotch is assumed");
+using ptscotch::balance;
+using ptscotch::local_graph;
+using ptscotch::rank_info;
 
 constexpr std::int64_t kEdgesPerRound = std::int64_t{1} << 22;  // edges read per exchange round
 
@@ -44,11 +41,6 @@ struct mpi_scope {
 void check_scotch(int rc, const char* what) {
   if (rc != 0) throw std::runtime_error(std::string("PT-Scotch: ") + what + " failed");
 }
-
-struct rank_info {
-  int rank = 0, ranks = 1;
-  bool lead() const { return rank == 0; }
-};
 
 // Scotch's vertex distribution: rank r holds vertices [first[r], first[r+1]).
 struct vertex_ranges {
@@ -132,15 +124,6 @@ void sort_unique(std::vector<std::uint64_t>& v) {
 constexpr std::uint64_t pack(std::int64_t hi, std::int64_t lo) {
   return static_cast<std::uint64_t>(hi) << 32 | static_cast<std::uint64_t>(lo);
 }
-
-// Scotch's distributed graph of this rank's vertices: the symmetrized graph without self loops
-// and repeats, as METIS sees it.
-struct local_graph {
-  std::int64_t first = 0;
-  std::vector<SCOTCH_Num> vert;   ///< local CSR offsets, size local vertices + 1
-  std::vector<SCOTCH_Num> edges;  ///< global neighbour ids
-  std::int64_t vertices() const { return static_cast<std::int64_t>(vert.size()) - 1; }
-};
 
 local_graph read_scotch_graph(const std::filesystem::path& dir, const rank_info& me,
                               const vertex_ranges& ranges) {
@@ -227,106 +210,6 @@ std::vector<std::int32_t> scotch_parts(local_graph& g, int parts, std::uint64_t 
   MPI_Allgatherv(mine.data(), my_count, MPI_INT32_T, owner.data(), counts.data(), at.data(),
                  MPI_INT32_T, MPI_COMM_WORLD);
   return owner;
-}
-
-// The METIS path's balance (partition_balance_limit on train nodes, then on nodes), reached by
-// moving nodes out of parts over the limit, each to the part with room holding most of its
-// neighbours. Each rank proposes moves of its own vertices (its adjacency is local), rank 0
-// accepts the best by gain within each part's excess and room, and every rank applies them.
-// Returns the nodes moved.
-edge_offset balance(const local_graph& g, const std::vector<node_id>& train, int parts,
-                    bool train_phase, const rank_info& me, std::vector<std::int32_t>& owner) {
-  const auto n = static_cast<std::int64_t>(owner.size());
-  std::vector<char> is_train(static_cast<std::size_t>(g.vertices()), 0);
-  for (node_id v : train)
-    if (v >= g.first && v < g.first + g.vertices())
-      is_train[static_cast<std::size_t>(v - g.first)] = 1;
-  const std::int64_t limit =
-      partition_balance_limit(train_phase ? static_cast<std::int64_t>(train.size()) : n, parts);
-  edge_offset moved = 0;
-  std::vector<std::int64_t> neighbours(static_cast<std::size_t>(parts), 0);
-  for (int round = 0; round < 32; ++round) {
-    std::vector<std::int64_t> count(static_cast<std::size_t>(parts), 0);
-    if (train_phase) {
-      for (node_id v : train)
-        ++count[static_cast<std::size_t>(owner[static_cast<std::size_t>(v)])];
-    } else {
-      for (std::int32_t p : owner)
-        ++count[static_cast<std::size_t>(p)];
-    }
-    std::vector<std::int64_t> excess(count.size()), room(count.size());
-    bool over = false;
-    for (std::size_t p = 0; p < count.size(); ++p) {
-      excess[p] = std::max<std::int64_t>(0, count[p] - limit);
-      room[p] = std::max<std::int64_t>(0, limit - count[p]);
-      over = over || excess[p] > 0;
-    }
-    if (!over) break;
-    // Proposals (gain, vertex, target) for vertices in parts over the limit.
-    std::vector<std::vector<std::array<std::int64_t, 3>>> by_part(count.size());
-    for (std::int64_t l = 0; l < g.vertices(); ++l) {
-      const std::int64_t v = g.first + l;
-      const auto p = static_cast<std::size_t>(owner[static_cast<std::size_t>(v)]);
-      if (excess[p] == 0 || (is_train[static_cast<std::size_t>(l)] != 0) != train_phase) continue;
-      const auto row_begin = static_cast<std::size_t>(g.vert[static_cast<std::size_t>(l)]);
-      const auto row_end = static_cast<std::size_t>(g.vert[static_cast<std::size_t>(l) + 1]);
-      for (std::size_t i = row_begin; i < row_end; ++i)
-        ++neighbours[static_cast<std::size_t>(owner[static_cast<std::size_t>(g.edges[i])])];
-      std::int64_t best = -1;
-      for (std::size_t q = 0; q < count.size(); ++q)
-        if (room[q] > 0 && (best < 0 || neighbours[q] > neighbours[static_cast<std::size_t>(best)]))
-          best = static_cast<std::int64_t>(q);
-      if (best >= 0)
-        by_part[p].push_back({neighbours[static_cast<std::size_t>(best)] - neighbours[p], v, best});
-      for (std::size_t i = row_begin; i < row_end; ++i)
-        neighbours[static_cast<std::size_t>(owner[static_cast<std::size_t>(g.edges[i])])] = 0;
-    }
-    std::vector<std::int64_t> proposals;
-    for (std::size_t p = 0; p < by_part.size(); ++p) {
-      auto& c = by_part[p];
-      const auto keep = static_cast<std::size_t>(
-          std::min<std::int64_t>(excess[p], static_cast<std::int64_t>(c.size())));
-      std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(keep), c.end(),
-                        [](const auto& a, const auto& b) { return a[0] > b[0]; });
-      for (std::size_t i = 0; i < keep; ++i)
-        proposals.insert(proposals.end(), c[i].begin(), c[i].end());
-    }
-    // Gather the proposals at rank 0, which accepts some; the accepted (vertex, target) pairs go
-    // to every rank.
-    int mine = static_cast<int>(proposals.size());
-    std::vector<int> counts(static_cast<std::size_t>(me.ranks)), at(counts.size());
-    MPI_Gather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-    std::exclusive_scan(counts.begin(), counts.end(), at.begin(), 0);
-    std::vector<std::int64_t> all(me.lead() ? static_cast<std::size_t>(at.back() + counts.back())
-                                            : 0);
-    MPI_Gatherv(proposals.data(), mine, MPI_INT64_T, all.data(), counts.data(), at.data(),
-                MPI_INT64_T, 0, MPI_COMM_WORLD);
-    std::vector<std::int64_t> accepted;
-    if (me.lead()) {
-      std::vector<std::array<std::int64_t, 3>> c(all.size() / 3);
-      for (std::size_t i = 0; i < c.size(); ++i)
-        c[i] = {all[3 * i], all[3 * i + 1], all[3 * i + 2]};
-      std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) {
-        return a[0] != b[0] ? a[0] > b[0] : a[1] < b[1];
-      });
-      for (const auto& [gain, v, q] : c) {
-        const auto p = static_cast<std::size_t>(owner[static_cast<std::size_t>(v)]);
-        if (excess[p] == 0 || room[static_cast<std::size_t>(q)] == 0) continue;
-        --excess[p];
-        --room[static_cast<std::size_t>(q)];
-        accepted.insert(accepted.end(), {v, q});
-      }
-    }
-    std::int64_t size = static_cast<std::int64_t>(accepted.size());
-    MPI_Bcast(&size, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-    accepted.resize(static_cast<std::size_t>(size));
-    MPI_Bcast(accepted.data(), static_cast<int>(size), MPI_INT64_T, 0, MPI_COMM_WORLD);
-    for (std::size_t i = 0; i + 1 < accepted.size(); i += 2)
-      owner[static_cast<std::size_t>(accepted[i])] = static_cast<std::int32_t>(accepted[i + 1]);
-    moved += size / 2;
-    if (size == 0) break;  // nothing movable: left as it is, and reported by the balance figures
-  }
-  return moved;
 }
 
 // The in-arcs (dst << 32 | src) of the parts this rank writes (part p goes to rank p % R), as
