@@ -188,7 +188,11 @@ std::size_t npy_header_bytes(std::string_view first, const std::string& file) {
   if (first.size() < 12 || first.substr(0, 6) != std::string_view("\x93NUMPY", 6))
     throw data_error::at(file, 0, "not a .npy file (no \\x93NUMPY magic)");
   const auto major = static_cast<std::uint8_t>(first[6]);
-  if (major == 1) return 10 + get<std::uint16_t>(first, 8, file, "header length");
+  if (major == 1) {
+    const std::size_t bytes = 10 + get<std::uint16_t>(first, 8, file, "header length");
+    if (bytes < 12) throw data_error::at(file, 0, "a .npy header shorter than its own fields");
+    return bytes;
+  }
   if (major == 2 || major == 3) return 12 + std::size_t{get<std::uint32_t>(first, 8, file, "h")};
   throw data_error::at(file, 0, ".npy format version " + std::to_string(major) + " is not read");
 }

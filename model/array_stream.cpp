@@ -59,7 +59,8 @@ struct array_stream::state {
       z.avail_out = static_cast<uInt>(n);
       while (z.avail_out > 0) {
         if (z.avail_in == 0 && at < packed.size()) {
-          const std::size_t m = std::min<std::size_t>(std::size_t{1} << 30, packed.size() - at);
+          // Input a piece at a time, so the pages released below are only those zlib has read.
+          const std::size_t m = std::min<std::size_t>(kPiece, packed.size() - at);
           z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data() + at));
           z.avail_in = static_cast<uInt>(m);
           at += m;
@@ -74,9 +75,10 @@ struct array_stream::state {
       if (z.avail_out != 0)
         throw data_error::at(where, 0, "a deflated entry does not inflate to its stated size");
       produced += n;
-      if (at - released >= kReleaseEvery) {
-        file->release(base + released, at - released);
-        released = at;
+      const std::size_t read = at - z.avail_in;  // input zlib has consumed
+      if (read - released >= kReleaseEvery) {
+        file->release(base + released, read - released);
+        released = read;
       }
       out = buffer;
     }

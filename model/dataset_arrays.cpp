@@ -213,6 +213,10 @@ void map_feature_file(array_stream s, const fs::path& file, node_id n, bool verb
   rows->file = std::make_shared<const mapped_file>(file);
   const std::string_view bytes = rows->file->bytes();
   const std::size_t data_at = read_npy_header(bytes, file.string()).data_at;
+  if (data_at % alignof(float) != 0)
+    throw data_error::at(file.string(), 0,
+                         "its data starts at byte " + std::to_string(data_at) +
+                             ", not a float boundary: save it again with numpy");
   rows->data = reinterpret_cast<const float*>(bytes.data() + data_at);
   rows->rows = n;
   rows->cols = f;

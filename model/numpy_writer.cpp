@@ -79,11 +79,20 @@ void write_array(const fs::path& file, array_dtype t, std::vector<std::int64_t> 
   out.commit();
 }
 
+// Removes the files of an earlier NumPy dataset in dir, so an interrupted write leaves a folder
+// that fails to load (a missing array) rather than one mixing old and new arrays.
+void clear_numpy_layout(const fs::path& dir) {
+  for (const char* name : {"dataset.ini", "edge_index.npy", "node_feat.npy", "node_label.npy",
+                           "split/train.npy", "split/valid.npy", "split/test.npy"})
+    fs::remove(dir / name);
+}
+
 }  // namespace
 
 synthetic_arrays_summary write_synthetic_arrays(const synthetic_options& o, const fs::path& dir,
                                                 const progress_fn& progress) {
   fs::create_directories(dir / "split");
+  clear_numpy_layout(dir);
   const synthetic_model model(o);
   const node_id n = o.num_nodes;
   synthetic_arrays_summary summary;
@@ -184,6 +193,7 @@ void write_numpy_dataset(const dataset& d, const fs::path& dir) {
   const node_id n = d.num_nodes();
   const auto f = static_cast<std::int64_t>(d.num_features());
   fs::create_directories(dir / "split");
+  clear_numpy_layout(dir);
   // Each stored edge once: an undirected graph's CSR holds both directions, and the loader
   // symmetrizes again, so src <= dst is the whole of it.
   std::vector<node_id> src, dst;

@@ -84,7 +84,7 @@ int run_partition(int argc, char** argv) {
        {"method", "metis",
         "metis (min edge cut, node and train-node balance), random, or ptscotch: PT-Scotch over "
         "MPI, each of the R ranks reading 1/R of the edges and writing its share of the parts "
-        "(no process holds the whole graph; the same balance as metis)"},
+        "(no process holds the whole graph; the balance limits of metis)"},
        {"seed", "1", "random seed (METIS seed or the random deal)"},
        {"strategy", "quality",
         "ptscotch: Scotch's strategy, quality, default, speed or scalability (less memory, a "
@@ -167,7 +167,7 @@ int run_convert(int argc, char** argv) {
   if (!opts.parse(argc, argv, 0)) return 0;
   if (!opts.given("data")) throw config_error("convert: --data DIR is required");
   if (!opts.given("out")) throw config_error("convert: --out DIR is required");
-  if (fs::equivalent(opts.str("data"), opts.str("out")))
+  if (fs::weakly_canonical(opts.str("data")) == fs::weakly_canonical(opts.str("out")))
     throw config_error("convert: --out must be another folder than --data");
   stopwatch clock;
   const dataset d = load_dataset(opts.str("data"), {.use_cache = false,
@@ -260,6 +260,10 @@ int run_generate(int argc, char** argv) {
         o.num_classes, clock.seconds(), peak_rss_mib());
     return 0;
   }
+  if (detect_layout(opts.str("out")) != dataset_layout::ogb_csv)
+    throw config_error("generate: " + opts.str("out") +
+                       " holds NumPy or npz arrays, which would be read instead of the CSV files: "
+                       "remove them or choose another folder");
   dataset d = generate_synthetic(o);
   const double gen = clock.seconds();
   std::fprintf(stderr, "  generated in %.1f s (%lld directed in-edges); writing %s ...\n", gen,

@@ -1,10 +1,12 @@
 // PT-Scotch over MPI (see ptscotch_partition.hpp). Memory per rank: its 1/R of the arcs (twice:
-// Scotch's graph, then the in-arcs of the parts it writes), the owner vector and the in-degrees
-// (4 bytes a node each), one part's CSR while it is written, and the mapped feature pages it reads.
+// Scotch's graph, then the in-arcs of the parts it writes), about 32 bytes a node (labels, the
+// outline's empty CSR offsets, the owner vector and the book, in-degrees), one part's CSR while
+// it is written, and the mapped feature pages it reads.
 #include "runtime/partition/ptscotch_partition.hpp"
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cstdio>
 #include <numeric>
 #include <stdexcept>
@@ -29,10 +31,8 @@ constexpr std::int64_t kEdgesPerRound = std::int64_t{1} << 22;  // edges read pe
 
 // MPI_Init_thread / MPI_Finalize for the scope of a run.
 struct mpi_scope {
-  mpi_scope() {
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-  }
+  int provided = 0;
+  mpi_scope() { MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided); }
   ~mpi_scope() { MPI_Finalize(); }
   mpi_scope(const mpi_scope&) = delete;
   mpi_scope& operator=(const mpi_scope&) = delete;
@@ -101,6 +101,12 @@ void exchange(std::vector<std::vector<std::uint64_t>>& buckets, std::vector<std:
         static_cast<int>(buckets[static_cast<std::size_t>(r)].size());
   MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
   std::vector<int> send_at(send_counts.size()), recv_at(send_counts.size());
+  // MPI's counts and offsets are ints: a round's data must stay below 2^31 elements each way.
+  auto total = [](const std::vector<int>& c) {
+    return std::accumulate(c.begin(), c.end(), std::int64_t{0});
+  };
+  if (total(send_counts) > INT_MAX || total(recv_counts) > INT_MAX)
+    throw std::runtime_error("an exchange round of more than 2^31 arcs (too many ranks)");
   std::exclusive_scan(send_counts.begin(), send_counts.end(), send_at.begin(), 0);
   std::exclusive_scan(recv_counts.begin(), recv_counts.end(), recv_at.begin(), 0);
   std::vector<std::uint64_t> out;
@@ -368,6 +374,10 @@ ptscotch_report run_ptscotch_partition(const ptscotch_settings& s) {
   MPI_Comm_rank(MPI_COMM_WORLD, &me.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &me.ranks);
   try {
+    // Every rank gets the same answer, so all of them stop here alike.
+    if (mpi.provided < MPI_THREAD_MULTIPLE)
+      throw std::runtime_error("this MPI gives thread level " + std::to_string(mpi.provided) +
+                               ", PT-Scotch's threads need MPI_THREAD_MULTIPLE");
     return run_rank(s, me);
   } catch (const std::exception& e) {
     // The other ranks may be waiting in a collective for this one: end them all.

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "model/array_file.hpp"
 #include "model/dataset.hpp"
 #include "model/partition_store.hpp"
 #include "model/partitioner.hpp"
@@ -167,6 +168,57 @@ TEST_F(PtScotchPartition, PartFilesAreTheSingleProcessCutOfTheSameBookBalancedWi
     // Measured: Cora 0.90x, Pubmed 1.40x (2 ranks) and 1.28x (4 ranks) of METIS's cut; the
     // issue's 1.25x is for synthetic-1M (docs/results.md section 7). A guard, not the target.
     EXPECT_LE(static_cast<double>(q.cut_edges), 1.5 * static_cast<double>(metis.cut_edges));
+  }
+}
+
+// The ranks build each part's in-edges from the raw edge array: a directed graph keeps only
+// dst <- src, an undirected one both; self loops stay once, repeats go, as load_dataset's CSR.
+TEST_F(PtScotchPartition, DirectedGraphsSelfLoopsAndRepeatedEdgesAreCutAsTheLoaderBuildsThem) {
+  const std::int64_t n = 40;
+  std::vector<std::int64_t> src, dst;
+  for (std::int64_t v = 0; v < n; ++v) {
+    src.push_back(v), dst.push_back((v + 1) % n);                   // a ring
+    if (v % 5 == 0) src.push_back(v), dst.push_back(v);             // self loops
+    if (v % 7 == 0) src.push_back(v), dst.push_back((v + 1) % n);   // repeats
+    if (v % 3 == 0) src.push_back((v * 11) % n), dst.push_back(v);  // chords
+  }
+  std::vector<std::int64_t> edges = src;
+  edges.insert(edges.end(), dst.begin(), dst.end());
+  std::vector<float> feat(static_cast<std::size_t>(n) * 3);
+  for (std::size_t i = 0; i < feat.size(); ++i)
+    feat[i] = static_cast<float>(i % 13) * 0.25f;
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(n)), train, valid, test;
+  for (std::int32_t v = 0; v < n; ++v) {
+    labels[static_cast<std::size_t>(v)] = v % 2;
+    (v < 20 ? train : v < 30 ? valid : test).push_back(v);
+  }
+  auto write = [](const fs::path& file, const array_ref& a) {
+    std::ofstream(file, std::ios::binary) << encode_npy(a);
+  };
+  for (const bool directed : {true, false}) {
+    SCOPED_TRACE(directed ? "directed" : "undirected");
+    const std::string tag = directed ? "directed" : "undirected";
+    const fs::path npy = dir_.path / ("npy-" + tag);
+    fs::create_directories(npy / "split");
+    write(npy / "edge_index.npy",
+          {"", array_dtype::i64, {2, static_cast<std::int64_t>(src.size())}, edges.data()});
+    write(npy / "node_feat.npy", {"", array_dtype::f32, {n, 3}, feat.data()});
+    write(npy / "node_label.npy", {"", array_dtype::i32, {n}, labels.data()});
+    for (const auto& [name, ids] : {std::pair{"train", &train}, {"valid", &valid}, {"test", &test}})
+      write(npy / "split" / (std::string(name) + ".npy"),
+            {"", array_dtype::i32, {static_cast<std::int64_t>(ids->size())}, ids->data()});
+    std::ofstream(npy / "dataset.ini")
+        << "name = tiny\ndirected = " << (directed ? "true" : "false") << "\n";
+    const dataset d = load_dataset(npy, {.use_cache = false});
+    ASSERT_EQ(d.directed, directed);
+    const fs::path set = ptscotch(npy, 2, 2, tag);
+    const std::vector<std::int32_t> owner = owners_of(set);
+    const fs::path ref = dir_.path / ("ref-" + tag);
+    write_partitions(d, owner, ref, "ptscotch", 1, 2);
+    EXPECT_EQ(load_partition_meta(set).num_edges, d.graph.num_edges());
+    for (int p = 0; p < 2; ++p)
+      EXPECT_TRUE(bytes_of(partition_file(set, p)) == bytes_of(partition_file(ref, p)))
+          << "part " << p << " differs";
   }
 }
 
