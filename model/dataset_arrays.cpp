@@ -272,6 +272,24 @@ std::vector<node_id> read_split(const fs::path& file, node_id n) {
   return out;
 }
 
+// A dataset with DIR's name and direction (its dataset.ini), nothing else yet.
+dataset named_dataset(const fs::path& dir) {
+  const dataset_detail::dataset_meta meta = dataset_detail::read_meta(dir);
+  dataset d;
+  d.name = meta.name;
+  d.directed = meta.directed;
+  return d;
+}
+
+// The node count: node_feat's rows, which must fit our 32-bit ids.
+node_id node_count(const array_stream& features) {
+  if (features.shape().empty())
+    throw data_error::at(features.where(), 0, "expected a (nodes, features) array");
+  if (features.shape()[0] > std::numeric_limits<node_id>::max())
+    throw data_error::at(features.where(), 0, "too many nodes for 32-bit ids");
+  return static_cast<node_id>(features.shape()[0]);
+}
+
 // The three splits, checked: disjoint, and no node without a label.
 void read_splits(const fs::path& dir, node_id n, const std::vector<node_id>& unlabeled,
                  const fs::path& label_file, dataset& d) {
@@ -331,18 +349,13 @@ dataset load_array_outline(const fs::path& dir, row_share share, bool verbose) {
                          "node_label.npy), which is read where it lies: degnn convert --data " +
                              dir.string() + " --out NEW_DIR writes it");
   const array_files files = files_of(dir, layout);
-  const dataset_detail::dataset_meta meta = dataset_detail::read_meta(dir);
-  dataset d;
-  d.name = meta.name;
-  d.directed = meta.directed;
+  dataset d = named_dataset(dir);
   array_stream features = files.features.open();
   if (features.dtype() != array_dtype::f32 || features.shape().size() != 2)
     throw data_error::at(features.where(), 0,
                          "expected a float32 (nodes, features) array to map (convert it with "
                          "numpy: np.save(f, x.astype(np.float32)))");
-  if (features.shape()[0] > std::numeric_limits<node_id>::max())
-    throw data_error::at(features.where(), 0, "too many nodes for 32-bit ids");
-  const auto n = static_cast<node_id>(features.shape()[0]);
+  const node_id n = node_count(features);
   std::vector<node_id> unlabeled;
   d.labels = read_labels(files.labels.open(), n, unlabeled);
   d.num_classes = d.labels.empty() ? 0 : *std::max_element(d.labels.begin(), d.labels.end()) + 1;
@@ -361,27 +374,19 @@ dataset load_array_dataset(const fs::path& dir, bool verbose, bool sparse_featur
     throw data_error::at(dir.string(), 0,
                          "no edge_index.npy, data.npz or raw/data.npz: not an array layout");
   const array_files files = files_of(dir, layout);
-  const dataset_detail::dataset_meta meta = dataset_detail::read_meta(dir);
-  dataset d;
-  d.name = meta.name;
-  d.directed = meta.directed;
+  dataset d = named_dataset(dir);
 
   // The node count is node_feat's rows (checked against OGB's num_nodes_list when present).
   array_stream features = files.features.open();
-  if (features.shape().empty())
-    throw data_error::at(features.where(), 0, "expected a (nodes, features) array");
-  const std::int64_t n64 = features.shape()[0];
-  if (n64 > std::numeric_limits<node_id>::max())
-    throw data_error::at(features.where(), 0, "too many nodes for 32-bit ids");
-  const auto n = static_cast<node_id>(n64);
+  const node_id n = node_count(features);
   if (files.node_count) {
     array_stream counts = files.node_count->open();
     std::vector<std::int64_t> c(static_cast<std::size_t>(counts.elements()));
     counts.read(c.data(), c.size());
     counts.finish();
-    if (c.size() != 1 || c[0] != n64)
+    if (c.size() != 1 || c[0] != n)
       throw data_error::at(counts.where(), 0,
-                           "expected one graph of " + std::to_string(n64) +
+                           "expected one graph of " + std::to_string(n) +
                                " nodes (node_feat's rows); node prediction reads one graph");
   }
 

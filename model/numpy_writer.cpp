@@ -8,11 +8,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "model/array_file.hpp"
 #include "model/dataset.hpp"
+#include "model/durable_file.hpp"
 #include "model/mapped_file.hpp"
 #include "model/synthetic_graph.hpp"
 #include "model/synthetic_model.hpp"
@@ -77,6 +78,20 @@ void write_array(const fs::path& file, array_dtype t, std::vector<std::int64_t> 
   out.write(header.data(), header.size());
   out.write(data, array_bytes(a));
   out.commit();
+}
+
+// What both writers end with: node_label.npy, split/*.npy, then dataset.ini (last: a folder
+// with it holds the whole dataset).
+void write_labels_splits_and_ini(const fs::path& dir, const std::vector<std::int32_t>& labels,
+                                 const std::vector<node_id>& train,
+                                 const std::vector<node_id>& valid,
+                                 const std::vector<node_id>& test, const std::string& ini) {
+  write_array(dir / "node_label.npy", array_dtype::i32, {static_cast<std::int64_t>(labels.size())},
+              labels.data());
+  for (const auto& [name, ids] : {std::pair{"train", &train}, {"valid", &valid}, {"test", &test}})
+    write_array(dir / "split" / (std::string(name) + ".npy"), array_dtype::i32,
+                {static_cast<std::int64_t>(ids->size())}, ids->data());
+  write_file_durably(dir / "dataset.ini", ini);
 }
 
 // Removes the files of an earlier NumPy dataset in dir, so an interrupted write leaves a folder
@@ -165,25 +180,15 @@ synthetic_arrays_summary write_synthetic_arrays(const synthetic_options& o, cons
     }
     feats.commit();
   }
-  write_array(dir / "node_label.npy", array_dtype::i32, {n}, model.labels().data());
   std::vector<node_id> train, valid, test;
   model.draw_splits(train, valid, test);
-  for (const auto& [name, ids] : {std::pair{"train", &train}, {"valid", &valid}, {"test", &test}})
-    write_array(dir / "split" / (std::string(name) + ".npy"), array_dtype::i32,
-                {static_cast<std::int64_t>(ids->size())}, ids->data());
-
-  // dataset.ini last: a folder with it holds the whole dataset.
-  const fs::path ini = dir / "dataset.ini";
-  {
-    std::ofstream meta(ini.string() + ".partial");
-    meta << "# DEGNN synthetic dataset (NumPy arrays beside it)\nname = synthetic-" << n
-         << "\ndirected = false\nnum_classes = " << o.num_classes << "\nseed = " << o.seed
-         << "\nedges_drawn = " << o.num_edges << "\nhomophily = " << o.homophily
-         << "\ndegree_exponent = " << o.degree_exponent << "\nfeature_signal = " << o.feature_signal
-         << "\n";
-    if (!meta) throw std::runtime_error("cannot write " + ini.string());
-  }
-  fs::rename(ini.string() + ".partial", ini);
+  std::ostringstream ini;
+  ini << "# DEGNN synthetic dataset (NumPy arrays beside it)\nname = synthetic-" << n
+      << "\ndirected = false\nnum_classes = " << o.num_classes << "\nseed = " << o.seed
+      << "\nedges_drawn = " << o.num_edges << "\nhomophily = " << o.homophily
+      << "\ndegree_exponent = " << o.degree_exponent << "\nfeature_signal = " << o.feature_signal
+      << "\n";
+  write_labels_splits_and_ini(dir, model.labels(), train, valid, test, ini.str());
   return summary;
 }
 
@@ -224,19 +229,10 @@ void write_numpy_dataset(const dataset& d, const fs::path& dir) {
     }
     feats.commit();
   }
-  write_array(dir / "node_label.npy", array_dtype::i32, {n}, d.labels.data());
-  for (const auto& [name, ids] :
-       {std::pair{"train", &d.train}, {"valid", &d.valid}, {"test", &d.test}})
-    write_array(dir / "split" / (std::string(name) + ".npy"), array_dtype::i32,
-                {static_cast<std::int64_t>(ids->size())}, ids->data());
-  const fs::path ini = dir / "dataset.ini";
-  {
-    std::ofstream meta(ini.string() + ".partial");
-    meta << "# converted by degnn convert (NumPy arrays beside it)\nname = " << d.name
-         << "\ndirected = " << (d.directed ? "true" : "false") << "\n";
-    if (!meta) throw std::runtime_error("cannot write " + ini.string());
-  }
-  fs::rename(ini.string() + ".partial", ini);
+  write_labels_splits_and_ini(
+      dir, d.labels, d.train, d.valid, d.test,
+      "# converted by degnn convert (NumPy arrays beside it)\nname = " + d.name +
+          "\ndirected = " + (d.directed ? "true" : "false") + "\n");
 }
 
 }  // namespace degnn

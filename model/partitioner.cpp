@@ -327,9 +327,14 @@ partition_quality evaluate_partition(const csr_graph& g, std::span<const node_id
       }
     }
   }
+  set_quality_ratios(q);
+  return q;
+}
+
+void set_quality_ratios(partition_quality& q) {
   q.cut_fraction =
       q.num_edges > 0 ? static_cast<double>(q.cut_edges) / static_cast<double>(q.num_edges) : 0.0;
-  auto imbalance = [parts](const std::vector<node_id>& c) {
+  auto imbalance = [parts = q.num_parts](const std::vector<node_id>& c) {
     std::int64_t total = 0;
     for (node_id x : c)
       total += x;
@@ -339,7 +344,6 @@ partition_quality evaluate_partition(const csr_graph& g, std::span<const node_id
   };
   q.node_imbalance = imbalance(q.nodes);
   q.train_imbalance = imbalance(q.train_nodes);
-  return q;
 }
 
 }  // namespace degnn

@@ -57,6 +57,10 @@ struct partition_quality {
   double train_imbalance = 0;  ///< max(train_nodes) / mean(train_nodes); 1 when no train nodes
 };
 
+/// cut_fraction and the two imbalances of q from its counts (for figures counted elsewhere, such
+/// as by the ranks of a distributed partitioning).
+void set_quality_ratios(partition_quality& q);
+
 /// Throws std::invalid_argument when owner has the wrong size or an entry outside [0, parts).
 partition_quality evaluate_partition(const csr_graph& g, std::span<const node_id> train_nodes,
                                      std::span<const std::int32_t> owner, int parts);

@@ -1,7 +1,6 @@
 // degnn info / generate / partition / bench data: the dataset and partitioning commands.
 #include <cstdio>
 #include <filesystem>
-#include <numeric>
 
 #include "model/dataset.hpp"
 #include "model/partition_store.hpp"
@@ -112,13 +111,8 @@ int run_partition(int argc, char** argv) {
          .seed = seed,
          .strategy = opts.choice("strategy", {"quality", "default", "speed", "scalability"})});
     if (r.rank != 0) return 0;
-    std::printf("partitioned %s (%lld nodes) into %d parts with ptscotch on %d ranks\n",
-                r.dataset.c_str(),
-                static_cast<long long>(
-                    r.quality.nodes.empty()
-                        ? 0
-                        : std::accumulate(r.quality.nodes.begin(), r.quality.nodes.end(), 0LL)),
-                parts, r.ranks);
+    std::printf("partitioned %s (%d nodes) into %d parts with ptscotch on %d ranks\n",
+                r.dataset.c_str(), r.num_nodes, parts, r.ranks);
     print_quality(r.quality);
     std::printf("balancing moved %lld train and %lld other nodes\n",
                 static_cast<long long>(r.moved_train), static_cast<long long>(r.moved_other));

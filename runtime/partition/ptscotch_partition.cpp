@@ -1,6 +1,6 @@
 // PT-Scotch over MPI (see ptscotch_partition.hpp). Memory per rank: its 1/R of the arcs (twice:
-// Scotch's graph, then the in-arcs of the parts it writes), about 32 bytes a node (labels, the
-// outline's empty CSR offsets, the owner vector and the book, in-degrees), one part's CSR while
+// Scotch's graph, then the in-arcs of the parts it writes), about 28 bytes a node (labels, the
+// outline's empty CSR offsets, the book with its owner vector, in-degrees), one part's CSR while
 // it is written, and the mapped feature pages it reads.
 #include "runtime/partition/ptscotch_partition.hpp"
 
@@ -222,7 +222,7 @@ std::vector<std::int32_t> scotch_parts(local_graph& g, int parts, std::uint64_t 
 // the dataset's CSR holds them: symmetrized unless the dataset is directed, repeats dropped,
 // self loops kept. Sorted by (part, dst, src), so each part is one run.
 std::vector<std::uint64_t> read_part_arcs(const std::filesystem::path& dir, const rank_info& me,
-                                          bool directed, const std::vector<std::int32_t>& owner) {
+                                          bool directed, std::span<const std::int32_t> owner) {
   std::vector<std::vector<std::uint64_t>> buckets(static_cast<std::size_t>(me.ranks));
   std::vector<std::uint64_t> arcs;
   auto writer_of = [&](std::int64_t v) {
@@ -264,6 +264,7 @@ ptscotch_report run_rank(const ptscotch_settings& s, const rank_info& me) {
     throw config_error("partition: --parts " + std::to_string(s.parts) + " exceeds the " +
                        std::to_string(n) + " nodes");
   report.dataset = outline.name;
+  report.num_nodes = n;
   strategy_flags(s.strategy);  // a bad name is refused before any work
   const vertex_ranges ranges(n, me.ranks);
   local_graph g = read_scotch_graph(s.data, me, ranges);
@@ -283,9 +284,9 @@ ptscotch_report run_rank(const ptscotch_settings& s, const rank_info& me) {
   log_phase(me, "balanced", report.balance_s);
 
   clock.reset();
-  const partition_book book(owner, s.parts);  // throws on an empty part
-  const std::uint64_t book_sum = owner_checksum(owner);
-  std::vector<std::uint64_t> arcs = read_part_arcs(s.data, me, outline.directed, owner);
+  const partition_book book(std::move(owner), s.parts);  // throws on an empty part
+  const std::uint64_t book_sum = owner_checksum(book.owners());
+  std::vector<std::uint64_t> arcs = read_part_arcs(s.data, me, outline.directed, book.owners());
   std::vector<std::int32_t> in_degree(static_cast<std::size_t>(n), 0);
   for (std::uint64_t a : arcs)
     ++in_degree[static_cast<std::size_t>(a >> 32)];
@@ -298,7 +299,7 @@ ptscotch_report run_rank(const ptscotch_settings& s, const rank_info& me) {
   std::size_t at = 0;
   for (int part = me.rank; part < s.parts; part += me.ranks) {
     std::size_t end = at;
-    while (end < arcs.size() && owner[static_cast<std::size_t>(arcs[end] >> 32)] == part)
+    while (end < arcs.size() && book.owner(static_cast<node_id>(arcs[end] >> 32)) == part)
       ++end;
     graph_partition p = assemble_partition(
         outline, book, part, std::span<const std::uint64_t>(arcs.data() + at, end - at), in_degree);
@@ -331,16 +332,10 @@ ptscotch_report run_rank(const ptscotch_settings& s, const rank_info& me) {
   }
   for (node_id v : outline.train)
     ++q.train_nodes[static_cast<std::size_t>(book.owner(v))];
-  q.cut_fraction = q.num_edges ? static_cast<double>(q.cut_edges) / q.num_edges : 0.0;
-  const double mean_nodes = static_cast<double>(n) / s.parts;
-  const double mean_train = static_cast<double>(outline.train.size()) / s.parts;
-  q.node_imbalance = *std::max_element(q.nodes.begin(), q.nodes.end()) / mean_nodes;
-  q.train_imbalance =
-      mean_train > 0 ? *std::max_element(q.train_nodes.begin(), q.train_nodes.end()) / mean_train
-                     : 1.0;
+  set_quality_ratios(q);
   MPI_Barrier(MPI_COMM_WORLD);  // every part is on disk before the book and the meta file
   if (me.lead()) {
-    write_partition_book(s.out, owner, s.parts);
+    write_partition_book(s.out, book.owners(), s.parts);
     partition_meta m;
     m.format_version = kPartitionFormatVersion;
     m.dataset_name = outline.name;

@@ -27,6 +27,7 @@ struct ptscotch_settings {
 struct ptscotch_report {
   int rank = 0, ranks = 1;
   std::string dataset;
+  node_id num_nodes = 0;
   partition_quality quality;  ///< of the written parts (in-edges as the parts store them)
   edge_offset moved_train = 0, moved_other = 0;  ///< nodes the balancing pass moved
   double read_s = 0, partition_s = 0, balance_s = 0, write_s = 0;

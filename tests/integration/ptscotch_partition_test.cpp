@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "model/array_file.hpp"
 #include "model/dataset.hpp"
@@ -26,13 +25,6 @@ namespace fs = std::filesystem;
 
 fs::path bundled(const std::string& name) {
   return fs::path(DEGNN_SOURCE_DIR) / "data" / name;
-}
-
-std::string bytes_of(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // mpirun's full path (child_process spawns without a PATH search); empty when there is none.
@@ -128,7 +120,7 @@ TEST_F(PtScotchPartition, PartFilesAreTheSingleProcessCutOfTheSameBookBalancedWi
     if (r.ranks == 2 && r.parts == 2) {
       // The same graph, seed and ranks give the same book (Scotch's deterministic option).
       const fs::path again = ptscotch(npy, r.ranks, r.parts, tag + "-again");
-      EXPECT_TRUE(bytes_of(again / "owner.bin") == bytes_of(set / "owner.bin"));
+      EXPECT_TRUE(read_file(again / "owner.bin") == read_file(set / "owner.bin"));
     }
     const partition_meta meta = load_partition_meta(set);
     EXPECT_EQ(meta.method, "ptscotch");
@@ -140,11 +132,11 @@ TEST_F(PtScotchPartition, PartFilesAreTheSingleProcessCutOfTheSameBookBalancedWi
     const std::vector<std::int32_t> owner = owners_of(set);
     const fs::path ref = dir_.path / ("ref-" + tag);
     write_partitions(d, owner, ref, "ptscotch", 1, r.parts);
-    EXPECT_EQ(bytes_of(set / "owner.bin"), bytes_of(ref / "owner.bin"));
+    EXPECT_EQ(read_file(set / "owner.bin"), read_file(ref / "owner.bin"));
     for (int p = 0; p < r.parts; ++p) {
-      const std::string got = bytes_of(partition_file(set, p));
+      const std::string got = read_file(partition_file(set, p));
       EXPECT_FALSE(got.empty());
-      EXPECT_TRUE(got == bytes_of(partition_file(ref, p))) << "part " << p << " differs";
+      EXPECT_TRUE(got == read_file(partition_file(ref, p))) << "part " << p << " differs";
       EXPECT_NO_THROW(load_partition(set, p));
     }
 
@@ -217,7 +209,7 @@ TEST_F(PtScotchPartition, DirectedGraphsSelfLoopsAndRepeatedEdgesAreCutAsTheLoad
     write_partitions(d, owner, ref, "ptscotch", 1, 2);
     EXPECT_EQ(load_partition_meta(set).num_edges, d.graph.num_edges());
     for (int p = 0; p < 2; ++p)
-      EXPECT_TRUE(bytes_of(partition_file(set, p)) == bytes_of(partition_file(ref, p)))
+      EXPECT_TRUE(read_file(partition_file(set, p)) == read_file(partition_file(ref, p)))
           << "part " << p << " differs";
   }
 }
