@@ -73,7 +73,10 @@ if [ "$mode" = all ]; then
   # PtScotchPartition: degnn under mpirun with OpenMPI's runtime, which is not built with the
   # sanitizers (not tried under them); the plain build runs it, and the model/ functions its
   # ranks use (array streams, assemble_partition) run sanitized in ArrayLayouts and PartitionStore.
-  skip="-E ^(Console|FaultScenarios|NodeLoss|TrainOptions|SeedJoin|EpochTimes|NormalizeFeatures|ClusterEpoch|SplitBrain|PtScotchPartition)\\.|^CoordinatorFailover\\.APausedNode0StillConnected"
+  # CoordinatorFailover's pause and double-loss scenarios (about 320 sanitized test-seconds; one
+  # failed CI at 2026-12-07 because its 60 s bound on the rest of the run was short of an ASan
+  # epoch of 2 s, since raised): the killed-coordinator, TLS, two-node and status scenarios stay.
+  skip="-E ^(Console|FaultScenarios|NodeLoss|TrainOptions|SeedJoin|EpochTimes|NormalizeFeatures|ClusterEpoch|SplitBrain|PtScotchPartition)\\.|^CoordinatorFailover\\.(APausedNode0|TwoWorkersLost|Node0AndAWorkerLost)"
   if [ "${DEGNN_SANITIZE_ALL:-0}" = 1 ]; then skip=""; fi
   CTEST_ARGS="$skip" sanitized_suite build-asan address,undefined
 fi
