@@ -143,6 +143,7 @@ void run_features(self_ptr self, std::shared_ptr<step_job> job) {
   owner_groups groups = split_groups(group_by_owner(book, inputs, me),
                                      rows_per_message(st.settings, feature_row_bytes(part)));
   const auto own = static_cast<std::int64_t>(groups.own.size());
+  const auto own_rows = part.dense_features();
 #pragma omp parallel for schedule(static) if (own >= 4096)
   for (std::int64_t j = 0; j < own; ++j) {
     const size_t i = groups.own[static_cast<size_t>(j)];
@@ -150,7 +151,7 @@ void run_features(self_ptr self, std::shared_ptr<step_job> job) {
     if (sparse) {
       job->input_refs[i] = {part.sparse_features.get(), l};
     } else {
-      job->inputs.row(static_cast<Eigen::Index>(i)) = part.features.row(l);
+      job->inputs.row(static_cast<Eigen::Index>(i)) = own_rows.row(l);
     }
     st.degree[inputs[i]] = part.in_degree(l);
   }

@@ -37,7 +37,8 @@ wire_message serve_get(store_state& st, const wire_message& m) {
     if (compressed) {
       feature_rows.push_back(l);
     } else if (features) {
-      const auto* row = reinterpret_cast<const std::uint8_t*>(st.part->features.row(l).data());
+      const auto* row =
+          reinterpret_cast<const std::uint8_t*>(st.part->dense_features().row(l).data());
       rows.codes.insert(rows.codes.end(), row, row + rows.cols * sizeof(float));
       rows.versions.push_back(0);
     } else {

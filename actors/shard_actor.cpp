@@ -81,7 +81,9 @@ void put_rows(const graph_partition& part, const Matrix* rows, std::span<const n
   if (!rows && part.sparse_features) {
     res.sparse = std::make_shared<const sparse_rows>(gather_rows(*part.sparse_features, local));
   } else {
-    const Matrix& from = rows ? *rows : part.features;
+    const Eigen::Map<const Matrix> from =
+        rows ? Eigen::Map<const Matrix>(rows->data(), rows->rows(), rows->cols())
+             : part.dense_features();
     res.rows.resize(static_cast<Eigen::Index>(local.size()), from.cols());
     for (size_t i = 0; i < local.size(); ++i)
       res.rows.row(static_cast<Eigen::Index>(i)) = from.row(local[i]);

@@ -34,8 +34,11 @@ block partition_block(const graph_partition& part) {
   return b;
 }
 
-const Matrix& layer_rows(const shard_state& st, int layer) {
-  return layer == 0 ? st.part->features : st.eval_h.at(static_cast<size_t>(layer));
+// Layer 0's rows are the part's features, in memory or in its mapped file.
+Eigen::Map<const Matrix> layer_rows(const shard_state& st, int layer) {
+  if (layer == 0) return st.part->dense_features();
+  const Matrix& h = st.eval_h.at(static_cast<size_t>(layer));
+  return {h.data(), h.rows(), h.cols()};
 }
 
 // h^(layer) of every owned node from h^(layer - 1): its own rows and the halo's in the replies
@@ -44,7 +47,7 @@ void evaluate_on_rows(shard_state& st, int layer, std::vector<wire_message>& rep
                       const std::vector<std::vector<size_t>>& positions, std::uint8_t bits,
                       bool keep_features, std::uint64_t step) {
   const auto& part = *st.part;
-  const Matrix& own = layer_rows(st, layer - 1);
+  const auto own = layer_rows(st, layer - 1);
   const node_id n = part.num_owned();
   block b = partition_block(part);
   Matrix h_src(static_cast<Eigen::Index>(b.src_nodes.size()), own.cols());
@@ -219,7 +222,7 @@ wire_message serve_halo(shard_state& st, const wire_message& m) {
   wire::row_block res;
   res.h = {req.h.step, st.part->part};
   res.bits = req.bits;
-  put_rows(*st.part, req.layer == 0 ? nullptr : &layer_rows(st, req.layer),
+  put_rows(*st.part, req.layer == 0 ? nullptr : &st.eval_h.at(static_cast<size_t>(req.layer)),
            st.book->owned_local_ids(req.nodes, st.part->part, "halo_request"), res);
   auto msg = pack(wire::kind::halo_response, wire::encode(st.ctx, res, wire::kind::halo_response));
   count(st, req.h.sender, msg);

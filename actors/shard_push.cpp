@@ -76,8 +76,8 @@ void finish_step(self_ptr self, std::uint64_t step) {
               ? forward_local_cg(st.replica->model(), cg, *st.part->sparse_features,
                                  st.halo.leaf_features(cg), st.halo.leaf_rows(cg), true,
                                  dropout_seed, s.states[g], &s.pre[g])
-              : forward_local_cg(st.replica->model(), cg, st.part->features, st.halo.leaf_rows(cg),
-                                 true, dropout_seed, s.states[g], &s.pre[g]);
+              : forward_local_cg(st.replica->model(), cg, st.part->dense_features(),
+                                 st.halo.leaf_rows(cg), true, dropout_seed, s.states[g], &s.pre[g]);
       ++st.work.graphs;
       for (const block& b : s.graphs[g].blocks) {
         st.work.nodes += static_cast<std::uint64_t>(b.num_dst());

@@ -106,7 +106,7 @@ void halo_cache::share_features(std::vector<std::shared_ptr<const graph_partitio
     if (p.sparse_features)
       feature_of_[i] = {p.sparse_features.get(), l};
     else
-      shared_rows_[i] = p.features.row(l).data();
+      shared_rows_[i] = p.dense_features().row(l).data();
   }
   shared_parts_ = std::move(parts);
 }

@@ -148,10 +148,11 @@ void finish_layer(const gnn_model& model, const block& b, int k, bool training,
 }
 
 // Level 0 comes dense (local_features) or compressed (sparse_local and sparse_leaves).
-Matrix run_local_cg(const gnn_model& model, const local_cg& cg, const Matrix& local_features,
-                    const sparse_rows* sparse_local, const sparse_rows* sparse_leaves,
-                    std::vector<Matrix> leaves, bool training, std::uint64_t dropout_seed,
-                    local_cg_state& state, std::vector<Matrix>* pre_dropout) {
+Matrix run_local_cg(const gnn_model& model, const local_cg& cg,
+                    const Eigen::Ref<const Matrix>& local_features, const sparse_rows* sparse_local,
+                    const sparse_rows* sparse_leaves, std::vector<Matrix> leaves, bool training,
+                    std::uint64_t dropout_seed, local_cg_state& state,
+                    std::vector<Matrix>* pre_dropout) {
   const int top = cg.top_level;
   const float p = model.config().dropout;
   state.sparse_first.reset();
@@ -173,7 +174,9 @@ Matrix run_local_cg(const gnn_model& model, const local_cg& cg, const Matrix& lo
   for (int k = 0; k < top; ++k) {
     const block& b = cg.blocks[static_cast<size_t>(k)];
     const auto& from = cg.src_from[static_cast<size_t>(k)];
-    const Matrix& below = k == 0 ? local_features : state.outputs[static_cast<size_t>(k - 1)];
+    const Eigen::Ref<const Matrix> below =
+        k == 0 ? local_features
+               : Eigen::Ref<const Matrix>(state.outputs[static_cast<size_t>(k - 1)]);
     const Matrix* leaf_source = nullptr;
     if (k == 0 && sparse_local) {
       if (sparse_leaves->rows() != static_cast<Eigen::Index>(cg.remote_leaves[0].size()))
@@ -225,9 +228,10 @@ Matrix run_local_cg(const gnn_model& model, const local_cg& cg, const Matrix& lo
 
 }  // namespace
 
-Matrix forward_local_cg(const gnn_model& model, const local_cg& cg, const Matrix& local_features,
-                        std::vector<Matrix> leaves, bool training, std::uint64_t dropout_seed,
-                        local_cg_state& state, std::vector<Matrix>* pre_dropout) {
+Matrix forward_local_cg(const gnn_model& model, const local_cg& cg,
+                        Eigen::Ref<const Matrix> local_features, std::vector<Matrix> leaves,
+                        bool training, std::uint64_t dropout_seed, local_cg_state& state,
+                        std::vector<Matrix>* pre_dropout) {
   return run_local_cg(model, cg, local_features, nullptr, nullptr, std::move(leaves), training,
                       dropout_seed, state, pre_dropout);
 }

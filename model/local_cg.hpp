@@ -65,9 +65,10 @@ struct local_cg_state {
 /// pre_dropout, when non-null, receives per block its output after ReLU and before dropout
 /// (the values to write back as history). leaves is taken by value: its history rows get their
 /// dropout in place (pass a temporary, and no row is copied for it).
-Matrix forward_local_cg(const gnn_model& model, const local_cg& cg, const Matrix& local_features,
-                        std::vector<Matrix> leaves, bool training, std::uint64_t dropout_seed,
-                        local_cg_state& state, std::vector<Matrix>* pre_dropout = nullptr);
+Matrix forward_local_cg(const gnn_model& model, const local_cg& cg,
+                        Eigen::Ref<const Matrix> local_features, std::vector<Matrix> leaves,
+                        bool training, std::uint64_t dropout_seed, local_cg_state& state,
+                        std::vector<Matrix>* pre_dropout = nullptr);
 
 /// forward_local_cg on compressed feature rows (model/sparse_input.hpp): level 0's owned rows
 /// come from local_features and its remote leaves' from leaf_features (in remote_leaves[0]

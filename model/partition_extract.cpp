@@ -155,7 +155,24 @@ graph_partition assemble_partition(const dataset& outline, const partition_book&
 
 // -- on disk --
 
+Eigen::Map<const Matrix> graph_partition::dense_features() const {
+  if (mapped_features) return {mapped_features->data, mapped_features->rows, mapped_features->cols};
+  return {features.data(), features.rows(), features.cols()};
+}
+
+part_loading part_loading_for(bool in_memory, bool sparse, const std::string& transform) {
+  return in_memory || sparse || transform != "none" ? part_loading::read_features
+                                                    : part_loading::map_features;
+}
+
+void copy_mapped_features(graph_partition& p) {
+  if (!p.mapped_features) return;
+  p.features = p.dense_features();
+  p.mapped_features.reset();
+}
+
 void set_feature_layout(graph_partition& p, bool sparse) {
+  if (sparse) copy_mapped_features(p);  // compressed from a whole dense matrix, then let go
   if (sparse && !p.sparse_features) {
     p.sparse_features = std::make_shared<const sparse_rows>(to_sparse(p.features));
     p.features = Matrix(0, p.features.cols());
@@ -171,6 +188,7 @@ std::size_t feature_row_bytes(const graph_partition& p) {
 
 void apply_feature_transform(const std::string& name, graph_partition& p) {
   if (!p.sparse_features) {
+    if (name != "none") copy_mapped_features(p);  // the transform rewrites the rows
     apply_feature_transform(name, p.features);
     return;
   }

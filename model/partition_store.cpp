@@ -116,10 +116,70 @@ class bin_reader {
   checksum64 sum_;
 };
 
+// Reads a part file through a read-only mapping: an array is copied out (get) or left where it
+// lies (view). Either way its bytes enter the checksum as the writer's one put of them did, a
+// few MiB at a time (whole 8-byte words, which is the same sum), and the pages read are handed
+// back as it goes, so checking a file of any size holds a few MiB of it.
+class mapped_reader {
+ public:
+  explicit mapped_reader(const fs::path& file) : file_(file) {
+    std::error_code ec;
+    if (!fs::is_regular_file(file_, ec)) throw fail("missing (no such file)");
+    map_ = std::make_shared<const mapped_file>(file_);
+  }
+  std::uintmax_t size() const { return map_->bytes().size(); }
+  const std::shared_ptr<const mapped_file>& mapping() const { return map_; }
+  data_error fail(const std::string& what) const { return data_error::at(file_.string(), 0, what); }
+
+  template <class T>
+  void get(T* data, size_t count) {
+    take(count * sizeof(T), reinterpret_cast<char*>(data));
+  }
+  /// The next count values in place; they stay valid while mapping() is held.
+  template <class T>
+  const T* view(size_t count) {
+    const char* at = map_->bytes().data() + pos_;
+    if (reinterpret_cast<std::uintptr_t>(at) % alignof(T) != 0)
+      throw fail("an array at byte " + std::to_string(pos_) + " is not aligned for its values");
+    take(count * sizeof(T), nullptr);
+    return reinterpret_cast<const T*>(at);
+  }
+  /// Compares the trailing checksum with everything read so far.
+  void verify_checksum() {
+    std::uint64_t stored = 0;
+    if (size() - pos_ < sizeof stored) throw fail("truncated: the trailing checksum is missing");
+    std::memcpy(&stored, map_->bytes().data() + pos_, sizeof stored);
+#ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+    if (stored != sum_.h) throw fail("checksum mismatch: the file is corrupted");
+#endif
+  }
+
+ private:
+  void take(size_t bytes, char* copy_to) {
+    if (bytes == 0) return;
+    if (size() - pos_ < bytes) throw fail("truncated: ends inside the payload");
+    constexpr size_t kStep = size_t{4} << 20;  // a multiple of 8: the same sum as one add
+    const char* base = map_->bytes().data();
+    for (size_t done = 0; done < bytes;) {
+      const size_t n = std::min(kStep, bytes - done);
+      if (copy_to) std::memcpy(copy_to + done, base + pos_ + done, n);
+      sum_.add(base + pos_ + done, n);
+      map_->release(pos_ + done, n);
+      done += n;
+    }
+    pos_ += bytes;
+  }
+
+  fs::path file_;
+  std::shared_ptr<const mapped_file> map_;
+  size_t pos_ = 0;
+  checksum64 sum_;
+};
+
 // Reads the header first and checks the file size against it before allocating anything, so a
 // corrupt size field cannot trigger a huge allocation.
-template <class Header>
-Header read_header(bin_reader& r, const char (&magic)[8], const char* what) {
+template <class Header, class Reader>
+Header read_header(Reader& r, const char (&magic)[8], const char* what) {
   Header h;
   std::memset(&h, 0, sizeof h);
   if (r.size() < sizeof h + sizeof(std::uint64_t)) {
@@ -137,7 +197,8 @@ Header read_header(bin_reader& r, const char (&magic)[8], const char* what) {
   return h;
 }
 
-void check_size(const bin_reader& r, unsigned __int128 expected) {
+template <class Reader>
+void check_size(const Reader& r, unsigned __int128 expected) {
   if (expected != r.size()) {
     const bool shorter = r.size() < expected;
     throw r.fail(std::string(shorter ? "truncated" : "has trailing bytes") + ": expected " +
@@ -213,7 +274,8 @@ void write_partition_file(const fs::path& file, const graph_partition& p, std::u
     }
     rows_from->release();
   } else {
-    w.put(p.features.data(), static_cast<size_t>(p.features.size()));
+    const auto rows = p.dense_features();
+    w.put(rows.data(), static_cast<size_t>(rows.size()));
   }
   w.put(p.labels.data(), p.labels.size());
   w.put(p.train.data(), p.train.size());
@@ -229,7 +291,7 @@ namespace {
 
 // Structural checks of a loaded partition: the checksum catches corruption on disk, these catch a
 // file written by a buggy or foreign writer before a shard indexes out of bounds with it.
-void validate_partition(const graph_partition& p, const bin_reader& r) {
+void validate_partition(const graph_partition& p, const mapped_reader& r) {
   const node_id n = p.num_global_nodes;
   const node_id owned = p.num_owned();
   for (node_id l = 0; l < owned; ++l) {
@@ -385,13 +447,13 @@ partition_book load_partition_book(const fs::path& dir) {
   return partition_book(std::move(owner), m.num_parts);
 }
 
-graph_partition load_partition(const fs::path& dir, int part) {
+graph_partition load_partition(const fs::path& dir, int part, part_loading how) {
   const partition_meta m = load_partition_meta(dir);
   if (part < 0 || part >= m.num_parts) {
     throw std::invalid_argument("load_partition: part " + std::to_string(part) + " outside [0, " +
                                 std::to_string(m.num_parts) + ") of " + dir.string());
   }
-  bin_reader r(partition_file(dir, part));
+  mapped_reader r(partition_file(dir, part));
   const auto h = read_header<part_header>(r, kPartMagic, "partition");
   if (h.part != part || h.num_parts != m.num_parts || h.num_global_nodes != m.num_nodes ||
       h.num_features != m.num_features || h.num_classes != m.num_classes ||
@@ -431,7 +493,8 @@ graph_partition load_partition(const fs::path& dir, int part) {
   p.indptr.resize(owned + 1);
   p.src_global.resize(edges);
   p.src_local.resize(edges);
-  p.features.resize(sparse ? 0 : static_cast<Eigen::Index>(owned),
+  const bool map_rows = !sparse && how == part_loading::map_features;
+  p.features.resize(sparse || map_rows ? 0 : static_cast<Eigen::Index>(owned),
                     static_cast<Eigen::Index>(h.num_features));
   p.labels.resize(owned);
   p.train.resize(static_cast<size_t>(h.num_train));
@@ -456,6 +519,13 @@ graph_partition load_partition(const fs::path& dir, int part) {
     } catch (const std::invalid_argument& e) {
       throw r.fail(std::string("feature rows: ") + e.what());
     }
+  } else if (map_rows) {
+    auto rows = std::make_shared<mapped_rows>();
+    rows->file = r.mapping();
+    rows->rows = h.num_owned;
+    rows->cols = h.num_features;
+    rows->data = r.view<float>(owned * static_cast<size_t>(h.num_features));
+    p.mapped_features = std::move(rows);
   } else {
     r.get(p.features.data(), static_cast<size_t>(p.features.size()));
   }

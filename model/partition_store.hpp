@@ -33,6 +33,10 @@ struct graph_partition {
   /// The same rows compressed, instead of features' (which then keeps its width and no rows): a
   /// run on --sparse-features (set_feature_layout).
   std::shared_ptr<const sparse_rows> sparse_features;
+  /// The same dense rows where they lie in the mapped part file (load_partition with
+  /// part_loading::map_features), instead of features' (which then keeps its width and no rows):
+  /// the process's resident memory holds the rows it touches, not the part's.
+  std::shared_ptr<const mapped_rows> mapped_features;
   std::vector<std::int32_t> labels;  ///< per owned node
   std::int32_t num_classes = 0;
   std::vector<node_id> train, valid, test;  ///< local ids, ascending
@@ -47,6 +51,9 @@ struct graph_partition {
                                      indptr[static_cast<size_t>(l)]);
   }
   edge_offset num_edges() const { return indptr.back(); }
+  /// The dense feature rows (owned, num_features) wherever they lie: features or the mapping.
+  /// Not for compressed rows (the map is then empty).
+  Eigen::Map<const Matrix> dense_features() const;
   std::span<const node_id> in_neighbors_global(node_id l) const {
     return {
         src_global.data() + indptr[static_cast<size_t>(l)],
@@ -54,8 +61,11 @@ struct graph_partition {
   }
 };
 
-/// Makes p hold its features as compressed rows (sparse) or as dense rows.
+/// Makes p hold its features as compressed rows (sparse) or as dense rows; mapped rows made
+/// compressed are read from the mapping, which p then lets go.
 void set_feature_layout(graph_partition& p, bool sparse);
+/// Copies mapped feature rows into p.features and lets the mapping go (a transform rewrites rows).
+void copy_mapped_features(graph_partition& p);
 /// Bytes a message is sized by per feature row of p: the dense row's, in either layout. The rows
 /// a message carries are other partitions', so this partition's own density says nothing of
 /// them; a compressed row takes at most twice its dense bytes (8 per non-zero against 4 per
@@ -133,7 +143,17 @@ dataset dataset_outline(const partition_meta& meta);
 /// The text of a partitions.meta file (model/partition_meta.cpp).
 std::string partition_meta_text(const partition_meta& m);
 partition_book load_partition_book(const std::filesystem::path& dir);
-graph_partition load_partition(const std::filesystem::path& dir, int part);
+/// How load_partition holds a part's dense feature rows: read into p.features, or left where
+/// they lie in the mapped file (p.mapped_features; compressed rows are always read). Either way
+/// every byte of the file is checked against its checksum first, and the pages read to check it
+/// are handed back. The file must not be rewritten in place while it is mapped (the writers
+/// replace files by renaming, which leaves a mapping its old contents).
+enum class part_loading { read_features, map_features };
+/// map_features, unless asked to read (in_memory) or the run rewrites the rows: compressed
+/// (sparse) or transformed (any transform but "none").
+part_loading part_loading_for(bool in_memory, bool sparse, const std::string& transform);
+graph_partition load_partition(const std::filesystem::path& dir, int part,
+                               part_loading how = part_loading::read_features);
 
 /// DIR/part-K/partition.bin.
 std::filesystem::path partition_file(const std::filesystem::path& dir, int part);

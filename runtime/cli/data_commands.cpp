@@ -60,7 +60,7 @@ int describe_partition_set(const char* dir) {
   std::printf("%-6s %10s %12s %10s %10s %10s\n", "part", "nodes", "in-edges", "train", "halo",
               "remote-in");
   for (int p = 0; p < meta.num_parts; ++p) {
-    const graph_partition part = load_partition(dir, p);
+    const graph_partition part = load_partition(dir, p, part_loading::map_features);
     edge_offset remote = 0;
     for (auto l : part.src_local)
       remote += l < 0;

@@ -65,7 +65,11 @@ int node_process::run() {
   form_membership();
   take_partitions();
   connect_mesh();
-  return id_ == 0 ? coordinate() : serve_until_stopped();
+  const int rc = id_ == 0 ? coordinate() : serve_until_stopped();
+  char line[64];
+  std::snprintf(line, sizeof line, "peak RSS %.0f MiB", peak_rss_mib());
+  say(line);
+  return rc;
 }
 
 void node_process::say(const std::string& line) const {
@@ -73,8 +77,17 @@ void node_process::say(const std::string& line) const {
 }
 
 std::shared_ptr<const graph_partition> node_process::load_part(int p) const {
-  auto loaded = std::make_shared<graph_partition>(load_partition(s_.partitions, p));
+  const stopwatch clock;
+  const part_loading how =
+      part_loading_for(s_.partition_in_memory, s_.sparse_features, s_.normalize_features);
+  auto loaded = std::make_shared<graph_partition>(load_partition(s_.partitions, p, how));
   apply_feature_settings(*loaded, s_.sparse_features, s_.normalize_features);
+  char line[160];
+  std::snprintf(line, sizeof line,
+                "part-%d/partition.bin %s in %.2f s: %.0f MiB resident, peak %.0f MiB", p,
+                how == part_loading::map_features ? "mapped" : "read into memory", clock.seconds(),
+                rss_mib(), peak_rss_mib());
+  say(line);
   return loaded;
 }
 

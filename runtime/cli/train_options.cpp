@@ -41,6 +41,11 @@ std::vector<option_spec> train_option_specs() {
        "cluster they also travel compressed (bag-of-words graphs: much faster and smaller when "
        "most entries are zero)",
        true},
+      {"partition-in-memory", "false",
+       "with a partition set (--partitions): read each part's feature rows into memory "
+       "instead of mapping its file (mapped, a process holds the rows it touches; the page "
+       "cache keeps the rest)",
+       true},
       {"seed", "1", "seed of initialisation, batching, sampling and dropout"},
       {"eval-every", "1",
        "evaluate (exact layer-wise inference) every N epochs, and after the last; 0 = never"},
@@ -136,6 +141,7 @@ train_settings read_train_settings(const option_set& opts) {
   s.model.dropout = static_cast<float>(opts.real("dropout", 0, 0.99));
   s.normalize_features = opts.choice("normalize-features", {"none", "row"});
   s.sparse_features = opts.flag("sparse-features");
+  s.partition_in_memory = opts.flag("partition-in-memory");
   s.seed = static_cast<std::uint64_t>(opts.integer("seed", 0));
   s.model.seed = s.seed;
   s.fanouts = opts.int_list("fanouts");

@@ -8,12 +8,13 @@
 
 namespace degnn {
 
-/// Peak resident set size in MiB (VmHWM of /proc/self/status), 0 when unavailable.
-inline double peak_rss_mib() {
+/// A size field of /proc/self/status in MiB (VmHWM: the peak resident set; VmRSS: now), 0 when
+/// unavailable.
+inline double status_mib(const std::string& field) {
   std::ifstream in("/proc/self/status");
   std::string key;
   while (in >> key) {
-    if (key == "VmHWM:") {
+    if (key == field) {
       std::int64_t kib = 0;
       in >> kib;
       return static_cast<double>(kib) / 1024.0;
@@ -21,6 +22,12 @@ inline double peak_rss_mib() {
     in.ignore(1 << 12, '\n');
   }
   return 0;
+}
+inline double peak_rss_mib() {
+  return status_mib("VmHWM:");
+}
+inline double rss_mib() {
+  return status_mib("VmRSS:");
 }
 
 class stopwatch {

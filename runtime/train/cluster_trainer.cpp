@@ -367,7 +367,9 @@ cluster_result train_cluster(const train_settings& s, const dataset& d, training
     for (int p = 0; p < meta.num_parts; ++p) {
       // Files hold the raw features, in the layout the set was cut with; d's were transformed
       // by the caller.
-      auto part = std::make_shared<graph_partition>(load_partition(s.partitions, p));
+      auto part = std::make_shared<graph_partition>(load_partition(
+          s.partitions, p,
+          part_loading_for(s.partition_in_memory, s.sparse_features, s.normalize_features)));
       apply_feature_settings(*part, s.sparse_features, s.normalize_features);
       parts.push_back(std::move(part));
     }

@@ -24,9 +24,11 @@ struct train_settings {
   replica_config model;
   std::string normalize_features = "none";  ///< none | row (model/feature_transform.hpp)
   bool sparse_features = false;  ///< one process: features as compressed rows (sparse_input.hpp)
-  std::vector<int> fanouts;      ///< seed-first
-  int batch_size = 1024;         ///< seeds per step and worker
-  int global_batch_size = 0;     ///< seeds per step over all workers, until resolve_batch_size
+  /// Part files' feature rows read into memory instead of mapped (part_loading).
+  bool partition_in_memory = false;
+  std::vector<int> fanouts;   ///< seed-first
+  int batch_size = 1024;      ///< seeds per step and worker
+  int global_batch_size = 0;  ///< seeds per step over all workers, until resolve_batch_size
   int epochs = 10;
   int eval_every = 1;
   std::uint64_t max_batches = 0;  ///< stop each epoch after this many steps (0 = all): measurements

@@ -294,6 +294,8 @@ TEST(PartitionStore, WritesAHumanReadableMetaFile) {
   }
 }
 
+constexpr part_loading kLoadings[] = {part_loading::read_features, part_loading::map_features};
+
 TEST(PartitionStore, TruncatedPartitionFileGivesADataErrorNamingTheFile) {
   written_pubmed w;
   const fs::path file = partition_file(w.dir.path, 2);
@@ -301,9 +303,11 @@ TEST(PartitionStore, TruncatedPartitionFileGivesADataErrorNamingTheFile) {
   for (size_t keep : {bytes.size() - 1, bytes.size() / 2, size_t{40}, size_t{0}}) {
     write_bytes(
         file, std::vector<char>(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(keep)));
-    const std::string msg = data_error_of([&] { load_partition(w.dir.path, 2); });
-    EXPECT_NE(msg.find("part-2/partition.bin"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+    for (const part_loading how : kLoadings) {
+      const std::string msg = data_error_of([&] { load_partition(w.dir.path, 2, how); });
+      EXPECT_NE(msg.find("part-2/partition.bin"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+    }
   }
   // The other partitions still load: a node reads only its own file.
   EXPECT_NO_THROW(load_partition(w.dir.path, 1));
@@ -315,9 +319,75 @@ TEST(PartitionStore, CorruptedPartitionByteIsCaughtByTheChecksum) {
   auto bytes = read_bytes(file);
   bytes[bytes.size() / 2] ^= 0x10;  // inside the feature block
   write_bytes(file, bytes);
-  const std::string msg = data_error_of([&] { load_partition(w.dir.path, 0); });
-  EXPECT_NE(msg.find("part-0/partition.bin"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("checksum"), std::string::npos) << msg;
+  // A mapped part is checked whole too, though its feature rows are never copied.
+  for (const part_loading how : kLoadings) {
+    const std::string msg = data_error_of([&] { load_partition(w.dir.path, 0, how); });
+    EXPECT_NE(msg.find("part-0/partition.bin"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("checksum"), std::string::npos) << msg;
+  }
+}
+
+// Resident memory of this process in bytes (statm's second field), now.
+std::size_t resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  std::size_t size = 0, resident = 0;
+  in >> size >> resident;
+  return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+TEST(PartitionStore, AMappedPartHoldsTheSameRowsWhereTheyLieInItsFile) {
+  written_pubmed w;
+  const dataset& d = bundled("pubmed");
+  const partition_book book = load_partition_book(w.dir.path);
+  for (int k = 0; k < 4; ++k) {
+    const graph_partition want = extract_partition(d, book, k);
+    const std::size_t before = resident_bytes();
+    const graph_partition got = load_partition(w.dir.path, k, part_loading::map_features);
+    const std::size_t after = resident_bytes();
+    const std::size_t grown = after > before ? after - before : 0;
+    ASSERT_NE(got.mapped_features, nullptr);
+    EXPECT_EQ(got.features.rows(), 0);
+    EXPECT_EQ(got.features.cols(), d.num_features());
+    EXPECT_TRUE(got.dense_features() == want.features);  // bitwise
+    EXPECT_EQ(got.src_global, want.src_global);
+    EXPECT_EQ(got.halo_degree, want.halo_degree);
+    // Checking the file touched every page of it, and handed them back: what stays resident is
+    // the arrays read into memory, not the feature rows (a quarter of Pubmed's 39 MB).
+    const auto feature_bytes = static_cast<std::size_t>(want.features.size()) * sizeof(float);
+    EXPECT_LT(grown, feature_bytes / 2) << "part " << k << ": " << grown << " bytes resident";
+    // The rows read into memory, compressed, or rewritten by a transform leave the file.
+    graph_partition copy = got;
+    copy_mapped_features(copy);
+    EXPECT_EQ(copy.mapped_features, nullptr);
+    EXPECT_TRUE(copy.features == want.features);
+    graph_partition sparse = got;
+    set_feature_layout(sparse, true);
+    EXPECT_EQ(sparse.mapped_features, nullptr);
+    EXPECT_TRUE(to_dense(*sparse.sparse_features) == want.features);
+    graph_partition normalized = got;
+    apply_feature_transform("row", normalized);
+    EXPECT_EQ(normalized.mapped_features, nullptr);
+    EXPECT_EQ(normalized.features.rows(), want.features.rows());
+    graph_partition untouched = got;
+    apply_feature_transform("none", untouched);
+    EXPECT_NE(untouched.mapped_features, nullptr);
+  }
+  // A run maps its parts unless it reads them into memory or rewrites their rows.
+  EXPECT_EQ(part_loading_for(false, false, "none"), part_loading::map_features);
+  EXPECT_EQ(part_loading_for(true, false, "none"), part_loading::read_features);
+  EXPECT_EQ(part_loading_for(false, true, "none"), part_loading::read_features);
+  EXPECT_EQ(part_loading_for(false, false, "row"), part_loading::read_features);
+}
+
+TEST(PartitionStore, AMappedPartOutlivesItsFileBeingReplaced) {
+  written_pubmed w;
+  const graph_partition got = load_partition(w.dir.path, 1, part_loading::map_features);
+  const Matrix rows = got.dense_features();
+  // Writers replace a file by renaming a new one over it: the mapping keeps the old contents.
+  const dataset& d = bundled("pubmed");
+  write_partitions(d, partition_graph(d.graph, d.train, 4, partition_method::random, 3), w.dir.path,
+                   "random", 3);
+  EXPECT_TRUE(got.dense_features() == rows);
 }
 
 TEST(PartitionStore, RejectsBadMagicAndTrailingBytes) {
