@@ -2,8 +2,10 @@
 // node from h^(l-1), with the halo's rows pulled from their shards after each layer.
 #include <algorithm>
 #include <map>
+#include <numeric>
 
 #include "actors/shard_internal.hpp"
+#include "model/block_builder.hpp"
 #include "model/prediction_files.hpp"
 #include "model/sparse_input.hpp"
 
@@ -41,17 +43,25 @@ Eigen::Map<const Matrix> layer_rows(const shard_state& st, int layer) {
   return {h.data(), h.rows(), h.cols()};
 }
 
-// h^(layer) of every owned node from h^(layer - 1): its own rows and the halo's in the replies
-// (at layer 1 the set-up keeps the halo's features in the halo cache).
+// Index of a remote source among the partition's halo (sorted, and it is there: checked on load).
+std::int32_t halo_index(const graph_partition& part, node_id global) {
+  const auto it = std::lower_bound(part.halo.begin(), part.halo.end(), global);
+  return static_cast<std::int32_t>(it - part.halo.begin());
+}
+
+// h^(layer) of every owned node from h^(layer - 1): its own rows (in memory, or at layer 1 in the
+// mapped part file) and the halo's in the replies (at layer 1 the set-up keeps the halo's
+// features in the halo cache). The owned nodes go in ranges (settings.evaluation_range): each
+// range's block has the range as destinations and their in-neighbours as sources, numbered as owned
+// local ids then n + halo index, so no (owned + halo)-row input matrix is built.
 void evaluate_on_rows(shard_state& st, int layer, std::vector<wire_message>& replies,
                       const std::vector<std::vector<size_t>>& positions, std::uint8_t bits,
                       bool keep_features, std::uint64_t step) {
   const auto& part = *st.part;
   const auto own = layer_rows(st, layer - 1);
   const node_id n = part.num_owned();
-  block b = partition_block(part);
-  Matrix h_src(static_cast<Eigen::Index>(b.src_nodes.size()), own.cols());
-  h_src.topRows(n) = own;
+  Matrix halo_rows(static_cast<Eigen::Index>(part.halo.size()), own.cols());
+  std::vector<std::int32_t> halo_degree(part.halo.size(), 0);
   for (size_t r = 0; r < replies.size(); ++r) {
     const auto res = wire::decode_row_block(st.ctx, replies[r].bytes, bits);
     if (static_cast<size_t>(res.rows.rows()) != positions[r].size() ||
@@ -59,21 +69,59 @@ void evaluate_on_rows(shard_state& st, int layer, std::vector<wire_message>& rep
       throw wire::wire_error("halo_response has the wrong shape");
     }
     for (size_t k = 0; k < positions[r].size(); ++k) {
-      h_src.row(n + static_cast<Eigen::Index>(positions[r][k])) =
+      halo_rows.row(static_cast<Eigen::Index>(positions[r][k])) =
           res.rows.row(static_cast<Eigen::Index>(k));
-      b.src_degree[n + positions[r][k]] = res.degrees[k];
+      halo_degree[positions[r][k]] = res.degrees[k];
     }
+    replies[r] = wire_message{};  // its rows are copied: let them go before the layer runs
   }
   if (keep_features && !st.halo_features_loaded) {
     ensure_halo_levels(st);
-    const auto halo = static_cast<Eigen::Index>(part.halo.size());
     const std::vector<std::uint64_t> versions(part.halo.size(), 0);
-    st.halo.store(0, part.halo, part.halo, versions, h_src.bottomRows(halo), step);
+    st.halo.store(0, part.halo, part.halo, versions, halo_rows, step);
     st.halo_features_loaded = true;
   }
+  std::vector<std::int32_t> scratch(static_cast<size_t>(n) + part.halo.size(), -1);
+  std::vector<node_id> dst, picks;
+  std::vector<std::int32_t> counts;
+  Matrix h_src, next;
+  node_id begin = 0;
+  do {  // once at least, so that an empty part still gets its (0, width) output
+    const node_id end = std::min<node_id>(n, begin + std::max(1, st.settings.evaluation_range));
+    dst.resize(static_cast<size_t>(end - begin));
+    std::iota(dst.begin(), dst.end(), begin);
+    counts.resize(dst.size());
+    picks.clear();
+    for (node_id l = begin; l < end; ++l) {
+      counts[static_cast<size_t>(l - begin)] = part.in_degree(l);
+      for (edge_offset e = part.indptr[static_cast<size_t>(l)];
+           e < part.indptr[static_cast<size_t>(l) + 1]; ++e) {
+        const node_id local = part.src_local[static_cast<size_t>(e)];
+        picks.push_back(local >= 0 ? local
+                                   : n + halo_index(part, part.src_global[static_cast<size_t>(e)]));
+      }
+    }
+    block b = assemble_block(dst, counts, picks, scratch);
+    b.src_degree.resize(b.src_nodes.size());
+    h_src.resize(b.num_src(), own.cols());
+    for (std::int32_t k = 0; k < b.num_src(); ++k) {
+      const node_id u = b.src_nodes[static_cast<size_t>(k)];
+      if (u < n) {
+        h_src.row(k) = own.row(u);
+        b.src_degree[static_cast<size_t>(k)] = part.in_degree(u);
+      } else {
+        h_src.row(k) = halo_rows.row(u - n);
+        b.src_degree[static_cast<size_t>(k)] = halo_degree[static_cast<size_t>(u - n)];
+      }
+    }
+    const Matrix out = st.replica->layer_forward(layer - 1, b, h_src);
+    if (begin == 0) next.resize(n, out.cols());
+    next.middleRows(begin, end - begin) = out;
+    begin = end;
+  } while (begin < n);
   if (st.eval_h.size() <= static_cast<size_t>(layer))
     st.eval_h.resize(static_cast<size_t>(layer) + 1);
-  st.eval_h[static_cast<size_t>(layer)] = st.replica->layer_forward(layer - 1, b, h_src);
+  st.eval_h[static_cast<size_t>(layer)] = std::move(next);
 }
 
 // h^(1) of every owned node from compressed feature rows: the part's own and the halo's, as

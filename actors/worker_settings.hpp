@@ -53,6 +53,9 @@ struct worker_settings {
   history_setup setup = history_setup::exact;
   /// Rows per halo or feature message are capped near this many payload bytes (tests lower it).
   std::size_t max_row_payload_bytes = kMaxRowPayloadBytes;
+  /// Owned nodes per range of an evaluation layer, as layerwise_inference's ranges: a range's
+  /// block and gathered rows stay small whatever the part's size (tests lower it).
+  std::int32_t evaluation_range = 8192;
   bool stochastic_rounding = false;
   /// A halo row used at step t was confirmed current by its owner at a step > t - staleness.
   int staleness = 1;

@@ -54,6 +54,7 @@ worker_settings make_worker_settings(const train_settings& s) {
       .history_bits = s.history_bits,
       .setup = s.history_setup == "quantized" ? history_setup::quantized : history_setup::exact,
       .max_row_payload_bytes = s.max_row_payload_bytes,
+      .evaluation_range = s.evaluation_range,
       .stochastic_rounding = s.stochastic_rounding,
       .staleness = s.staleness,
       .fusion = s.fusion,

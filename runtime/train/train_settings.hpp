@@ -53,6 +53,7 @@ struct train_settings {
   /// Rows per halo or feature message are capped near this many payload bytes
   /// (actors/worker_settings.hpp). No option: tests lower it.
   std::size_t max_row_payload_bytes = kMaxRowPayloadBytes;
+  int evaluation_range = 8192;  ///< owned nodes per range of an evaluation layer (tests lower it)
   int staleness = 1;  ///< decentralized: a halo row used was confirmed at most this many steps ago
   double local_bias =
       1;                ///< decentralized: remote share of a local expansion's fanout (1 = uniform)

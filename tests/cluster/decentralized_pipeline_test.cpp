@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <string>
@@ -562,6 +563,37 @@ INSTANTIATE_TEST_SUITE_P(DecentralizedPipeline, TrafficRatio, ::testing::Values(
                          [](const auto& info) { return std::to_string(info.param) + "Layers"; });
 
 // -- one shard serving a push, driven by hand --
+
+// The evaluation runs each layer over ranges of owned nodes: ranges of 100 (7 per part here)
+// give bit for bit the losses, parameters and accuracy of one range per part, in both pipelines
+// (the decentralized history set-up is that evaluation).
+TEST(EvaluationRanges, AreBitForBitOneRangePerPart) {
+  for (const char* pipeline : {"centralized", "decentralized"}) {
+    train_settings s = settings(pipeline, 4, 3);
+    s.eval_every = 1;
+    s.evaluation_range = 1 << 30;
+    loss_trace whole_trace, ranged_trace;
+    training_report whole_report(s.pipeline, "", false);
+    const cluster_result whole = train_cluster(s, cora(), whole_report, whole_trace.hook());
+    s.evaluation_range = 100;
+    training_report ranged_report(s.pipeline, "", false);
+    const cluster_result ranged = train_cluster(s, cora(), ranged_report, ranged_trace.hook());
+    ASSERT_FALSE(whole_trace.losses.empty()) << pipeline;
+    ASSERT_EQ(whole_trace.losses.size(), ranged_trace.losses.size()) << pipeline;
+    for (size_t i = 0; i < whole_trace.losses.size(); ++i)
+      EXPECT_EQ(std::memcmp(&whole_trace.losses[i], &ranged_trace.losses[i], sizeof(double)), 0)
+          << pipeline << " step " << i << ": " << whole_trace.losses[i] << " against "
+          << ranged_trace.losses[i];
+    ASSERT_EQ(whole.parameters.size(), ranged.parameters.size());
+    EXPECT_EQ(std::memcmp(whole.parameters.data(), ranged.parameters.data(),
+                          whole.parameters.size() * sizeof(float)),
+              0)
+        << pipeline;
+    EXPECT_GT(whole_report.best_valid(), 0) << pipeline;  // -1 when nothing was evaluated
+    EXPECT_EQ(whole_report.best_valid(), ranged_report.best_valid()) << pipeline;
+    EXPECT_EQ(whole_report.test_at_best(), ranged_report.test_at_best()) << pipeline;
+  }
+}
 
 TEST(DecentralizedShard, ServesAPushAndRejectsAGradientReturnOfTheWrongWidth) {
   const dataset& d = cora();
