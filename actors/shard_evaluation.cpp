@@ -87,7 +87,11 @@ void evaluate_on_rows(shard_state& st, int layer, std::vector<wire_message>& rep
   Matrix h_src, next;
   node_id begin = 0;
   do {  // once at least, so that an empty part still gets its (0, width) output
-    const node_id end = std::min<node_id>(n, begin + std::max(1, st.settings.evaluation_range));
+    // A last range of one node would take Eigen's matrix-vector product, which rounds otherwise
+    // than the matrix product a longer range (or the whole part) takes: it joins this range.
+    const std::int64_t range = std::max(1, st.settings.evaluation_range);
+    auto end = static_cast<node_id>(std::min<std::int64_t>(n, std::int64_t{begin} + range));
+    if (end == n - 1) end = n;
     dst.resize(static_cast<size_t>(end - begin));
     std::iota(dst.begin(), dst.end(), begin);
     counts.resize(dst.size());
