@@ -2,9 +2,10 @@
 # Issue 15 target 1: `degnn bench train` (synthetic 1M nodes, ~20M in-edges, fanouts 10,25,
 # hidden 128, batch 1024, GraphSAGE-mean) against the same training in PyTorch on the CPU, same
 # machine, one after the other: the tuned version (scripts/torch_tuned.py: vectorised Floyd
-# sampler, embedding_bag aggregation, a prefetching thread, OpenBLAS), each of its tunings turned
-# off one at a time, jemalloc in place of glibc's malloc, and the plain version (scripts/torch_reference.py, Debian's
-# reference BLAS, glibc malloc). Prints every JSON line, then a table of median epoch times and the
+# sampler with relabelling by marks, embedding_bag aggregation, a uniform dropout mask, a
+# prefetching thread beside one compute thread, OpenBLAS, jemalloc keeping freed pages), each of
+# its tunings turned off one at a time, and the plain version (scripts/torch_reference.py,
+# Debian's reference BLAS, glibc malloc). Prints every JSON line, then a table of median epoch times and the
 # ratio of the fastest PyTorch row to degnn's faster loop (the goal: at least 2).
 #
 # Usage (after a build; installs Debian's python3-torch, OpenBLAS and jemalloc when missing):
@@ -35,24 +36,33 @@ trap 'rm -f "$out"' EXIT
 "$DEGNN" bench train --epochs "$EPOCHS" --max-batches "$MAX_BATCHES" --work "$WORK" | grep '^{' |
   sed 's/^{/{"row":"degnn bench train",/' | tee -a "$out"
 # torch ROW BLAS MALLOC SCRIPT [options]: BLAS reference|openblas, MALLOC glibc|jemalloc; the
-# library path picks the BLAS whatever the system's alternative says.
+# library path picks the BLAS whatever the system's alternative says. jemalloc runs with its
+# decay off, so freed pages stay mapped and are reused: on this machine the first touch of a
+# page costs about 10 us (a batch's 66 MB feature gather took 170 ms into fresh pages, 9 ms into
+# reused ones), and glibc hands blocks over 32 MB back at every free whatever its settings.
+# DEGNN keeps its freed heap too (runtime/process/heap_tuning.hpp).
 torch() {
   local row=$1 blas=$2 malloc=$3 script=$4; shift 4
-  local dir=$lib/blas preload=""
+  local dir=$lib/blas preload="" conf=""
   [ "$blas" = openblas ] && dir=$lib/openblas-pthread
-  [ "$malloc" = jemalloc ] && preload=$lib/libjemalloc.so.2
-  LD_LIBRARY_PATH=$dir LD_PRELOAD=$preload DEGNN_TORCH_BLAS=$blas DEGNN_TORCH_MALLOC=$malloc \
+  if [ "$malloc" = jemalloc ]; then
+    preload=$lib/libjemalloc.so.2
+    conf="dirty_decay_ms:-1,muzzy_decay_ms:-1"
+  fi
+  LD_LIBRARY_PATH=$dir LD_PRELOAD=$preload MALLOC_CONF=$conf DEGNN_TORCH_BLAS=$blas \
+    DEGNN_TORCH_MALLOC=$malloc \
     "$PYTHON" "scripts/$script" --data "$DATA" --epochs "$EPOCHS" --max-batches "$MAX_BATCHES" "$@" |
     grep '^{' | sed "s/^{/{\"row\":\"$row\",\"blas\":\"$blas\",\"malloc\":\"$malloc\",/" | tee -a "$out"
 }
-# glibc's malloc in the tuned row and jemalloc in a row of its own: neither was reliably faster
-# here (four runs), so the comparison at the end is with the fastest row of the run.
-torch "torch tuned" openblas glibc torch_tuned.py
-torch "tuned, sort-key sampler" openblas glibc torch_tuned.py --sampler sort
-torch "tuned, index_add aggregation" openblas glibc torch_tuned.py --aggregate add
-torch "tuned, no prefetch thread" openblas glibc torch_tuned.py --prefetch 0
-torch "tuned, reference BLAS" reference glibc torch_tuned.py
-torch "tuned, jemalloc" openblas jemalloc torch_tuned.py
+# Every tuning turned off one at a time; the comparison at the end is with the fastest row.
+torch "torch tuned" openblas jemalloc torch_tuned.py
+torch "tuned, glibc malloc" openblas glibc torch_tuned.py
+torch "tuned, F.dropout (bernoulli_)" openblas jemalloc torch_tuned.py --dropout-mask bernoulli
+torch "tuned, torch.unique relabelling" openblas jemalloc torch_tuned.py --relabel unique
+torch "tuned, sort-key sampler" openblas jemalloc torch_tuned.py --sampler sort
+torch "tuned, index_add aggregation" openblas jemalloc torch_tuned.py --aggregate add
+torch "tuned, no prefetch thread" openblas jemalloc torch_tuned.py --prefetch 0
+torch "tuned, reference BLAS" reference jemalloc torch_tuned.py
 torch "torch plain" reference glibc torch_reference.py
 "$PYTHON" - "$out" <<'PY'
 import json, sys

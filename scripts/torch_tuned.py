@@ -12,12 +12,19 @@ can be turned off, so its share can be measured one at a time:
   --aggregate bag      F.embedding_bag(mode="mean") on the block's CSR (offsets per destination)
                        instead of index_select + index_add_ + a division     [off: --aggregate add]
   --prefetch 2         a background thread samples and gathers the next batches (a bounded queue
-                       of 2) while the main thread computes                       [off: --prefetch 0]
+                       of 2) while the main thread computes; the compute then gets the other
+                       --threads - 1 threads (torch and OpenBLAS), so the two do not fight over
+                       the cores                                                  [off: --prefetch 0]
+  --relabel mark       new sources found by marking a node-sized array and reading it back with
+                       nonzero (the same ascending ids) instead of torch.unique's sort
+                                                                             [off: --relabel unique]
+  --dropout-mask uniform  the keep mask drawn with uniform_ instead of F.dropout's bernoulli_
+                       (the same distribution; 38% of the compute time in torch 1.13 here)
+                                                                   [off: --dropout-mask bernoulli]
   BLAS and malloc are chosen outside Python, by scripts/bench_vs_torch.sh: OpenBLAS instead of
-  Debian's reference BLAS (LD_LIBRARY_PATH); jemalloc (LD_PRELOAD), meant to keep batch tensors
-  from being mapped and unmapped every batch, was not reliably faster than glibc's malloc on this
-  machine (7.04-7.60 s against 6.63-8.17 s per epoch over four runs), so the tuned row keeps
-  glibc's, jemalloc is a row of its own, and the bench compares with the fastest row.
+  Debian's reference BLAS (LD_LIBRARY_PATH), and jemalloc with its decay off (LD_PRELOAD,
+  MALLOC_CONF), so freed batch tensors' pages are reused instead of faulted in afresh each batch
+  (a 66 MB feature gather: 170 ms into fresh pages, 9 ms into reused ones on this machine).
 
 Both samplers keep a reusable global-to-local id array (reset after use) for relabelling. Loading
 (numpy, cached as .npy beside the dataset by the reference) is not timed. An epoch is timed from
@@ -34,9 +41,31 @@ import sys
 import threading
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+def compute_threads(threads, prefetch):
+    """Threads for the compute when a prefetching thread takes one core: the rest, at least one."""
+    return max(1, threads - 1) if prefetch > 0 else threads
+
+
+def blas_threads_from_argv(argv):
+    """OpenBLAS reads its thread count once, when torch loads it: set it from --threads and
+    --prefetch before the import, so BLAS, torch and the prefetching thread share the cores
+    instead of fighting over them."""
+    value = {"--threads": 2, "--prefetch": 2}
+    for i, a in enumerate(argv):
+        for k in value:
+            if a == k and i + 1 < len(argv):
+                value[k] = int(argv[i + 1])
+            elif a.startswith(k + "="):
+                value[k] = int(a.split("=", 1)[1])
+    return compute_threads(value["--threads"], value["--prefetch"])
+
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", str(blas_threads_from_argv(sys.argv[1:])))
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_reference import SAGE, Sampler, bench_arguments, load_dataset  # noqa: E402
@@ -45,6 +74,26 @@ from torch_reference import SAGE, Sampler, bench_arguments, load_dataset  # noqa
 class FloydSampler(Sampler):
     """Uniform picks without replacement, every row of a frontier at once; blocks as CSR
     (number of destinations, picks' local ids, offsets per destination, counts)."""
+
+    def __init__(self, indptr, indices, num_nodes, relabel="mark"):
+        super().__init__(indptr, indices, num_nodes)
+        self.mark = torch.zeros(num_nodes, dtype=torch.bool) if relabel == "mark" else None
+
+    def relabel(self, dst, picked):
+        """As Sampler.relabel, but the new sources come from marks in a node-sized array read
+        back with nonzero (ascending, as torch.unique returns them) instead of a sort."""
+        if self.mark is None:
+            return super().relabel(dst, picked)
+        nd = len(dst)
+        self.local[dst] = torch.arange(nd)
+        self.mark[picked[self.local[picked] < 0]] = True
+        new = self.mark.nonzero().squeeze(1)
+        self.mark[new] = False
+        self.local[new] = torch.arange(nd, nd + len(new))
+        src_nodes = torch.cat([dst, new])
+        picked_local = self.local[picked]
+        self.local[src_nodes] = -1
+        return src_nodes, picked_local
 
     def sample_layer(self, dst, k):
         start = self.indptr[dst]
@@ -97,11 +146,34 @@ class BagSAGELayer(nn.Module):
         return self.self_lin(h[:nd]) + self.neigh_lin(agg)
 
 
-class BagSAGE(SAGE):
-    def __init__(self, fin, hidden, classes, layers, dropout):
+def uniform_dropout(h, p):
+    """Dropout with the keep mask drawn as uniform floats >= p (kept entries scaled by 1/(1-p)):
+    the same distribution as F.dropout, whose bernoulli_ draws took 38% of this script's compute
+    time in torch 1.13 on this machine (torch.profiler; a uniform_ mask is several times faster)."""
+    return h * (torch.empty_like(h).uniform_() >= p).to(h.dtype).mul_(1.0 / (1.0 - p))
+
+
+class TunedSAGE(SAGE):
+    """SAGE with a layer class of choice and, with mask="uniform", uniform_dropout."""
+
+    def __init__(self, fin, hidden, classes, layers, dropout, layer=None, mask="uniform"):
         super().__init__(fin, hidden, classes, layers, dropout)
-        dims = [fin] + [hidden] * (layers - 1) + [classes]
-        self.layers = nn.ModuleList(BagSAGELayer(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        if layer is not None:
+            dims = [fin] + [hidden] * (layers - 1) + [classes]
+            self.layers = nn.ModuleList(layer(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.mask = mask
+
+    def forward(self, x, blocks):
+        if self.mask != "uniform":
+            return super().forward(x, blocks)
+        h = x
+        for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+            h = layer(h, block)
+            if i + 1 < len(self.layers):
+                h = F.relu(h)
+                if self.training and self.dropout > 0:
+                    h = uniform_dropout(h, self.dropout)
+        return h
 
 
 def main():
@@ -109,17 +181,20 @@ def main():
     ap.add_argument("--sampler", choices=["floyd", "sort"], default="floyd")
     ap.add_argument("--aggregate", choices=["bag", "add"], default="bag")
     ap.add_argument("--prefetch", type=int, default=2, help="batches sampled ahead (0: none)")
+    ap.add_argument("--relabel", choices=["mark", "unique"], default="mark")
+    ap.add_argument("--dropout-mask", choices=["uniform", "bernoulli"], default="uniform")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(compute_threads(args.threads, args.prefetch))
     torch.manual_seed(1)
 
     indptr, indices, feats, labels, train, n = load_dataset(args.data)
     classes = int(labels.max()) + 1
     fanouts = [int(f) for f in args.fanouts.split(",")]
     floyd = args.sampler == "floyd"
-    sampler = (FloydSampler if floyd else Sampler)(indptr, indices, n)
+    sampler = FloydSampler(indptr, indices, n, args.relabel) if floyd else Sampler(indptr, indices, n)
     bag = args.aggregate == "bag"
-    model = (BagSAGE if bag else SAGE)(feats.shape[1], args.hidden, classes, len(fanouts), 0.5)
+    model = TunedSAGE(feats.shape[1], args.hidden, classes, len(fanouts), 0.5,
+                      BagSAGELayer if bag else None, args.dropout_mask)
     opt = torch.optim.Adam(model.parameters(), lr=0.003)
     model.train()
     print(f"torch tuned: {n} nodes, {len(indices)} in-edges; sampler {args.sampler}, aggregate "
