@@ -85,8 +85,8 @@ std::shared_ptr<const graph_partition> node_process::load_part(int p) const {
   char line[160];
   std::snprintf(line, sizeof line,
                 "part-%d/partition.bin %s in %.2f s: %.0f MiB resident, peak %.0f MiB", p,
-                how == part_loading::map_features ? "mapped" : "read into memory", clock.seconds(),
-                rss_mib(), peak_rss_mib());
+                loaded->mapped_features ? "mapped" : "read into memory", clock.seconds(), rss_mib(),
+                peak_rss_mib());
   say(line);
   return loaded;
 }
