@@ -13,6 +13,12 @@ namespace degnn::shard_detail {
 
 namespace {
 
+// Index of a remote source among the partition's halo (sorted, and it is there: checked on load).
+std::int32_t halo_index(const graph_partition& part, node_id global) {
+  const auto it = std::lower_bound(part.halo.begin(), part.halo.end(), global);
+  return static_cast<std::int32_t>(it - part.halo.begin());
+}
+
 // Full-neighbour block over every owned node: sources are the owned nodes, then the halo.
 block partition_block(const graph_partition& part) {
   block b;
@@ -26,8 +32,7 @@ block partition_block(const graph_partition& part) {
     if (part.src_local[e] >= 0) {
       b.indices[e] = part.src_local[e];
     } else {
-      const auto it = std::lower_bound(part.halo.begin(), part.halo.end(), part.src_global[e]);
-      b.indices[e] = n + static_cast<std::int32_t>(it - part.halo.begin());
+      b.indices[e] = n + halo_index(part, part.src_global[e]);
     }
   }
   b.src_degree.resize(b.src_nodes.size());
@@ -41,12 +46,6 @@ Eigen::Map<const Matrix> layer_rows(const shard_state& st, int layer) {
   if (layer == 0) return st.part->dense_features();
   const Matrix& h = st.eval_h.at(static_cast<size_t>(layer));
   return {h.data(), h.rows(), h.cols()};
-}
-
-// Index of a remote source among the partition's halo (sorted, and it is there: checked on load).
-std::int32_t halo_index(const graph_partition& part, node_id global) {
-  const auto it = std::lower_bound(part.halo.begin(), part.halo.end(), global);
-  return static_cast<std::int32_t>(it - part.halo.begin());
 }
 
 // h^(layer) of every owned node from h^(layer - 1): its own rows (in memory, or at layer 1 in the
