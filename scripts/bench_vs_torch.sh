@@ -38,8 +38,8 @@ trap 'rm -f "$out"' EXIT
 # torch ROW BLAS MALLOC SCRIPT [options]: BLAS reference|openblas, MALLOC glibc|jemalloc; the
 # library path picks the BLAS whatever the system's alternative says. jemalloc runs with its
 # decay off, so freed pages stay mapped and are reused: on this machine the first touch of a
-# page costs about 10 us (a batch's 66 MB feature gather took 170 ms into fresh pages, 9 ms into
-# reused ones), and glibc hands blocks over 32 MB back at every free whatever its settings.
+# page costs about 10 us (a batch's 66 MB feature gather took 198 ms allocating its output, 9 ms into
+# a reused one), and glibc hands blocks over 32 MB back at every free whatever its settings.
 # DEGNN keeps its freed heap too (runtime/process/heap_tuning.hpp).
 torch() {
   local row=$1 blas=$2 malloc=$3 script=$4; shift 4

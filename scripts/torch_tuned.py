@@ -24,7 +24,7 @@ can be turned off, so its share can be measured one at a time:
   BLAS and malloc are chosen outside Python, by scripts/bench_vs_torch.sh: OpenBLAS instead of
   Debian's reference BLAS (LD_LIBRARY_PATH), and jemalloc with its decay off (LD_PRELOAD,
   MALLOC_CONF), so freed batch tensors' pages are reused instead of faulted in afresh each batch
-  (a 66 MB feature gather: 170 ms into fresh pages, 9 ms into reused ones on this machine).
+  (a 66 MB feature gather: about 200 ms allocating its output, 9 ms into a reused one, on this machine).
 
 Both samplers keep a reusable global-to-local id array (reset after use) for relabelling. Loading
 (numpy, cached as .npy beside the dataset by the reference) is not timed. An epoch is timed from
