@@ -20,6 +20,7 @@
 #include "actors/stage_log.hpp"
 #include "actors/weight_gate.hpp"
 #include "actors/worker_settings.hpp"
+#include "model/halo_cache.hpp"
 #include "model/partition_book.hpp"
 #include "model/partition_store.hpp"
 #include "model/replica.hpp"
@@ -50,6 +51,9 @@ struct batch_state {
   std::vector<std::vector<node_id>> batches;
   std::vector<std::int32_t> scratch;  ///< global id -> local block index, -1 between uses
   std::vector<std::int32_t> degree;   ///< in-degree of nodes met in the current step
+  /// Centralized with settings.halo_cache_bytes >= 0: the halo feature rows this worker samples
+  /// most, kept as steps pull them (model/halo_rank.hpp); made at the first step.
+  std::unique_ptr<halo_cache> feature_cache;
   weight_gate weights;
   /// Decentralized: gradient phases handed to the shard and not answered yet; a step's pushes
   /// wait for them (so that every history read of the step follows the previous commit).

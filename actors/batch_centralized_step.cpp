@@ -5,6 +5,7 @@
 
 #include "actors/batch_internal.hpp"
 #include "model/block_builder.hpp"
+#include "model/halo_rank.hpp"
 #include "model/sampler.hpp"
 #include "model/sparse_input.hpp"
 
@@ -32,6 +33,84 @@ struct step_job {
 
 void finish_step(self_ptr self, std::shared_ptr<step_job> job);
 void run_features(self_ptr self, std::shared_ptr<step_job> job);
+
+// The feature cache a run with settings.halo_cache_bytes >= 0 keeps (null otherwise): the halo
+// rows this worker's sampler reaches most, at any hop (each sampled node's row is an input).
+halo_cache* feature_cache(batch_state& st) {
+  if (st.settings.halo_cache_bytes < 0) return nullptr;
+  if (!st.feature_cache) {
+    const auto& part = *st.part;
+    const auto levels = static_cast<int>(st.settings.fanouts.size());
+    std::vector<double> reads(part.halo.size(), 0.0);
+    for (const auto& level : halo_read_scores(part, st.settings.fanouts, levels))
+      for (size_t i = 0; i < reads.size(); ++i)
+        reads[i] += level[i];
+    const std::size_t row_bytes[] = {kept_feature_row_bytes(part)};
+    auto cache = std::make_unique<halo_cache>(part.halo);
+    cache->bound(choose_resident({std::move(reads)}, row_bytes,
+                                 static_cast<std::size_t>(st.settings.halo_cache_bytes)));
+    const Eigen::Index widths[] = {part.features.cols()};
+    cache->ensure_levels(widths, part.sparse_features != nullptr);
+    st.feature_cache = std::move(cache);
+  }
+  return st.feature_cache.get();
+}
+
+// Inputs whose rows the cache holds are filled from it and leave their owner's group; groups
+// left empty go.
+void take_cached_rows(batch_state& st, const halo_cache& cache, step_job& job,
+                      owner_groups& groups) {
+  const auto& inputs = job.blocks.front().src_nodes;
+  const bool sparse = st.part->sparse_features != nullptr;
+  owner_groups left;
+  left.own = std::move(groups.own);
+  for (size_t r = 0; r < groups.owners.size(); ++r) {
+    std::erase_if(groups.positions[r], [&](size_t i) {
+      const std::int64_t h = cache.find(inputs[i]);
+      if (h < 0 || !cache.holds(0, static_cast<size_t>(h))) return false;
+      if (sparse)
+        job.input_refs[i] = cache.kept_feature(static_cast<size_t>(h));
+      else
+        job.inputs.row(static_cast<Eigen::Index>(i)) = cache.kept_row(0, static_cast<size_t>(h));
+      st.degree[inputs[i]] = st.part->halo_degree[static_cast<size_t>(h)];
+      return true;
+    });
+    if (groups.positions[r].empty()) continue;
+    left.owners.push_back(groups.owners[r]);
+    left.positions.push_back(std::move(groups.positions[r]));
+  }
+  groups = std::move(left);
+}
+
+// The pulled rows (res answers `nodes`, in order) that the cache keeps and does not hold yet.
+void keep_pulled_rows(halo_cache& cache, std::span<const node_id> nodes, const wire::row_block& res,
+                      std::uint64_t step) {
+  std::vector<node_id> keep;
+  std::vector<Eigen::Index> rows;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const std::int64_t h = cache.find(nodes[k]);
+    if (h < 0 || !cache.resident(0, static_cast<size_t>(h)) ||
+        cache.holds(0, static_cast<size_t>(h)))
+      continue;
+    keep.push_back(nodes[k]);
+    rows.push_back(static_cast<Eigen::Index>(k));
+  }
+  if (keep.empty()) return;
+  if (res.sparse) {
+    std::vector<sparse_row_ref> refs;
+    for (Eigen::Index r : rows)
+      refs.push_back({res.sparse.get(), r});
+    cache.store_features(
+        keep, keep, std::make_shared<const sparse_rows>(assemble_rows(refs, res.sparse->cols())),
+        step);
+    return;
+  }
+  Matrix kept(static_cast<Eigen::Index>(rows.size()), res.rows.cols());
+  for (size_t j = 0; j < rows.size(); ++j)
+    kept.row(static_cast<Eigen::Index>(j)) = res.rows.row(rows[j]);
+  const std::vector<std::uint64_t> versions(keep.size(), 0);
+  cache.store(0, keep, keep, versions, kept, step);
+}
 
 void run_hop(self_ptr self, std::shared_ptr<step_job> job) {
   auto& st = self->state;
@@ -140,8 +219,10 @@ void run_features(self_ptr self, std::shared_ptr<step_job> job) {
   } else {
     job->inputs.resize(static_cast<Eigen::Index>(inputs.size()), part.features.cols());
   }
-  owner_groups groups = split_groups(group_by_owner(book, inputs, me),
-                                     rows_per_message(st.settings, feature_row_bytes(part)));
+  owner_groups groups = group_by_owner(book, inputs, me);
+  halo_cache* cache = feature_cache(st);
+  if (cache) take_cached_rows(st, *cache, *job, groups);
+  groups = split_groups(std::move(groups), rows_per_message(st.settings, feature_row_bytes(part)));
   const auto own = static_cast<std::int64_t>(groups.own.size());
   const auto own_rows = part.dense_features();
 #pragma omp parallel for schedule(static) if (own >= 4096)
@@ -201,6 +282,12 @@ void run_features(self_ptr self, std::shared_ptr<step_job> job) {
               st.degree[inputs[positions[r][k]]] = res.degrees[k];
             }
             if (sparse) job->pulled.push_back(res.sparse);
+            if (st.feature_cache) {
+              std::vector<node_id> nodes;
+              for (size_t i : positions[r])
+                nodes.push_back(inputs[i]);
+              keep_pulled_rows(*st.feature_cache, nodes, res, job->step);
+            }
           }
           if (sparse) {
             job->sparse_inputs = assemble_rows(job->input_refs, part.features.cols());

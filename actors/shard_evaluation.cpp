@@ -76,8 +76,20 @@ void evaluate_on_rows(shard_state& st, int layer, std::vector<wire_message>& rep
   }
   if (keep_features && !st.halo_features_loaded) {
     ensure_halo_levels(st);
-    const std::vector<std::uint64_t> versions(part.halo.size(), 0);
-    st.halo.store(0, part.halo, part.halo, versions, halo_rows, step);
+    if (st.halo.bounded()) {  // the rows it keeps, not the whole halo's held twice
+      std::vector<node_id> nodes;
+      const auto keep = st.halo.resident_rows(0);
+      Matrix kept(static_cast<Eigen::Index>(keep.size()), halo_rows.cols());
+      for (size_t j = 0; j < keep.size(); ++j) {
+        nodes.push_back(part.halo[keep[j]]);
+        kept.row(static_cast<Eigen::Index>(j)) = halo_rows.row(static_cast<Eigen::Index>(keep[j]));
+      }
+      const std::vector<std::uint64_t> versions(nodes.size(), 0);
+      st.halo.store(0, nodes, nodes, versions, kept, step);
+    } else {
+      const std::vector<std::uint64_t> versions(part.halo.size(), 0);
+      st.halo.store(0, part.halo, part.halo, versions, halo_rows, step);
+    }
     st.halo_features_loaded = true;
   }
   std::vector<std::int32_t> scratch(static_cast<size_t>(n) + part.halo.size(), -1);
@@ -155,9 +167,17 @@ void evaluate_on_compressed_features(shard_state& st, std::vector<wire_message>&
     ensure_halo_levels(st);
     for (size_t r = 0; r < pulled.size(); ++r) {
       std::vector<node_id> asked;
-      for (size_t i : positions[r])
+      std::vector<sparse_row_ref> kept;  // a bounded cache copies the rows it keeps
+      for (size_t k = 0; k < positions[r].size(); ++k) {
+        const size_t i = positions[r][k];
+        if (!st.halo.resident(0, i)) continue;
         asked.push_back(part.halo[i]);
-      st.halo.store_features(asked, asked, pulled[r], step);
+        kept.push_back({pulled[r].get(), static_cast<Eigen::Index>(k)});
+      }
+      auto rows = st.halo.bounded()
+                      ? std::make_shared<const sparse_rows>(assemble_rows(kept, pulled[r]->cols()))
+                      : pulled[r];
+      st.halo.store_features(asked, asked, std::move(rows), step);
     }
     st.halo_features_loaded = true;
   }

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "actors/shard_internal.hpp"
+#include "model/halo_rank.hpp"
 #include "model/quantizer.hpp"
 
 namespace degnn::shard_detail {
@@ -17,6 +18,17 @@ void ensure_halo_levels(shard_state& st) {
   std::vector<Eigen::Index> widths;
   for (int k = 0; k < std::max(st.settings.top_level(), 1); ++k)
     widths.push_back(level_width(st, k));
+  if (st.settings.halo_cache_bytes >= 0 && !st.halo.bounded()) {
+    const auto& part = *st.part;
+    std::vector<std::size_t> row_bytes{kept_feature_row_bytes(part)};
+    for (size_t k = 1; k < widths.size(); ++k)
+      row_bytes.push_back(kept_row_bytes(widths[k]));
+    const auto scores = halo_read_scores(part, st.settings.fanouts, st.settings.top_level());
+    auto keep =
+        choose_resident(scores, row_bytes, static_cast<std::size_t>(st.settings.halo_cache_bytes));
+    keep.resize(widths.size());
+    st.halo.bound(std::move(keep));
+  }
   st.halo.ensure_levels(widths, st.part->sparse_features != nullptr);
 }
 
@@ -118,13 +130,17 @@ caf::result<wire_message> refresh_halo(self_ptr self, const wire::control& c) {
   std::vector<wire_request<store_actor, get_atom>> requests;
   std::vector<wire::embedding_get> asks;
   std::vector<int> owners;  ///< per request
-  const owner_groups groups = split_groups(group_by_owner(*st.book, part.halo, part.part),
+  // A bounded cache asks only the rows it keeps; a step pulls the others it reads.
+  std::vector<node_id> kept;
+  for (size_t i : st.halo.resident_rows(0))
+    kept.push_back(part.halo[i]);
+  const owner_groups groups = split_groups(group_by_owner(*st.book, kept, part.part),
                                            rows_per_message(st.settings, feature_row_bytes(part)));
   for (size_t r = 0; r < groups.owners.size() && !st.halo_features_loaded; ++r) {
     const int q = groups.owners[r];
     wire::embedding_get req{.h = {c.h.step, part.part}, .layer = 0};
     for (size_t i : groups.positions[r])
-      req.nodes.push_back(part.halo[i]);
+      req.nodes.push_back(kept[i]);
     auto msg = pack(wire::kind::embedding_get, wire::encode(st.ctx, req));
     count(st, q, msg);
     requests.push_back({st.stores[static_cast<size_t>(q)], std::move(msg), static_cast<int>(q)});

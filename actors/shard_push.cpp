@@ -49,6 +49,7 @@ void fail_step(shard_state& st, served_step& s, const std::string& why) {
 }
 
 void drop_step(shard_state& st, std::uint64_t step, const std::string& why) {
+  st.halo.release(step);
   const auto it = st.served.find(step);
   if (it == st.served.end()) return;
   fail_step(st, it->second, why);
@@ -74,10 +75,11 @@ void finish_step(self_ptr self, std::uint64_t step) {
       s.outs[g] =
           st.part->sparse_features
               ? forward_local_cg(st.replica->model(), cg, *st.part->sparse_features,
-                                 st.halo.leaf_features(cg), st.halo.leaf_rows(cg), true,
+                                 st.halo.leaf_features(cg, step), st.halo.leaf_rows(cg, step), true,
                                  dropout_seed, s.states[g], &s.pre[g])
               : forward_local_cg(st.replica->model(), cg, st.part->dense_features(),
-                                 st.halo.leaf_rows(cg), true, dropout_seed, s.states[g], &s.pre[g]);
+                                 st.halo.leaf_rows(cg, step), true, dropout_seed, s.states[g],
+                                 &s.pre[g]);
       ++st.work.graphs;
       for (const block& b : s.graphs[g].blocks) {
         st.work.nodes += static_cast<std::uint64_t>(b.num_dst());
@@ -85,6 +87,7 @@ void finish_step(self_ptr self, std::uint64_t step) {
         ++st.work.kernel_calls;
       }
     }
+    st.halo.release(step);  // the rows a bounded cache held for this step are read
     const Eigen::Index width = push_width(st);
     s.computed = true;
     const auto views = views_of(s);
@@ -117,22 +120,25 @@ void compute_step(self_ptr self, std::uint64_t step) {
       s.graphs.push_back(expand_local(part, *st.book, targets, top, st.settings.fanouts,
                                       st.settings.seed, step, st.scratch, st.settings.local_bias));
     }
-    // Level 0 leaves read features, which the set-up brought; higher levels read history,
-    // pulled when the cached row was never received or last confirmed `staleness` or more steps
-    // ago.
+    // Level 0 leaves read features, which the set-up brought (a bounded cache: those it keeps;
+    // the others are pulled for the step); higher levels read history, pulled when the cached
+    // row was never received or last confirmed `staleness` or more steps ago.
     if (!st.history_ready || !st.halo_features_loaded)
       throw wire::wire_error("a step before the history set-up");
     std::map<std::pair<int, int>, wire::embedding_get> gets;  // (owner, level)
     std::vector<std::vector<char>> asked(static_cast<size_t>(std::max(top, 1)));
     for (const auto& cg : s.graphs) {
-      for (int k = 1; k < top; ++k) {
+      for (int k = 0; k < top; ++k) {
         const auto ku = static_cast<size_t>(k);
         if (!st.halo.has_level(k))
-          throw wire::wire_error("no halo history at level " + std::to_string(k));
+          throw wire::wire_error("no halo rows at level " + std::to_string(k));
         if (asked[ku].empty()) asked[ku].assign(part.halo.size(), 0);
         for (node_id u : cg.remote_leaves[ku]) {
           const size_t i = st.halo.index(u);
-          if (asked[ku][i] || st.halo.fresh(k, i, step, st.settings.staleness)) continue;
+          if (asked[ku][i]) continue;
+          // Features never change: a kept row is current.
+          if (k == 0 ? st.halo.resident(0, i) : st.halo.fresh(k, i, step, st.settings.staleness))
+            continue;
           asked[ku][i] = 1;
           auto& req = gets[{part.halo_owner[i], k}];
           req.nodes.push_back(u);
@@ -165,8 +171,10 @@ void compute_step(self_ptr self, std::uint64_t step) {
           auto& st = self->state;
           st.stages.add(stage::history_pull, step, asked_at, stage_log::now_us());
           try {
+            const bool sparse = st.part->sparse_features != nullptr;
             for (size_t r = 0; r < replies.size(); ++r) {
-              const auto rows = wire::decode_embedding_rows(st.ctx, replies[r].bytes);
+              const auto rows = wire::decode_embedding_rows(st.ctx, replies[r].bytes,
+                                                            sparse && asks[r].layer == 0);
               st.work.rows_pulled += store_answer(st, asks[r], rows, step);
             }
           } catch (const std::exception& e) {

@@ -59,6 +59,11 @@ struct worker_settings {
   bool stochastic_rounding = false;
   /// A halo row used at step t was confirmed current by its owner at a step > t - staleness.
   int staleness = 1;
+  /// Bytes of halo rows a worker keeps, the most read ones (model/halo_rank.hpp); a step pulls
+  /// the others it reads from their owners. Decentralized: the shard's feature and history rows
+  /// (-1: every row); centralized: the batch actor's feature rows, kept as steps pull them (-1:
+  /// none).
+  std::int64_t halo_cache_bytes = -1;
   int fusion = 2;           ///< CG fusion level (model/push_plan.hpp): 2, 1 or 0
   double local_bias = 1.0;  ///< see expand_local: remote share of a local expansion's fanout
   bool trace = false;       ///< keep every stage span for a trace file

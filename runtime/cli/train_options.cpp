@@ -92,6 +92,11 @@ std::vector<option_spec> train_option_specs() {
        "have such rows)"},
       {"staleness", "1",
        "decentralized: a historical row used at step t was confirmed by its owner after step t-S"},
+      {"halo-cache-mb", "",
+       "clusters: MiB of halo rows (remote in-neighbours) each worker keeps, those it reads "
+       "most under the fanouts; a step pulls the others it reads from their owners (counted "
+       "bytes). Decentralized: feature and history rows (empty: every halo row); centralized: "
+       "feature rows, kept as steps pull them (empty: none)"},
       {"fusion", "2",
        "decentralized CG fusion: 2 = nodes shared within a push and across a step's pushes "
        "computed once, 1 = within a push only, 0 = none"},
@@ -251,6 +256,10 @@ train_settings read_train_settings(const option_set& opts) {
   s.history_setup = opts.choice("history-setup", {"exact", "quantized"});
   s.allreduce = opts.choice("allreduce", {"ring", "star"});
   s.staleness = static_cast<int>(opts.integer("staleness", 1, 1'000'000));
+  if (opts.given("halo-cache-mb") && s.pipeline == "single")
+    throw config_error("--halo-cache-mb applies to clusters (a single process has no halo)");
+  if (opts.given("halo-cache-mb"))
+    s.halo_cache_bytes = opts.integer("halo-cache-mb", 0, std::int64_t{1} << 30) << 20;
   s.fusion = static_cast<int>(opts.integer("fusion", 0, 2));
   s.stochastic_rounding = opts.flag("stochastic-rounding");
   s.overlap = !opts.flag("no-overlap");

@@ -57,6 +57,7 @@ worker_settings make_worker_settings(const train_settings& s) {
       .evaluation_range = s.evaluation_range,
       .stochastic_rounding = s.stochastic_rounding,
       .staleness = s.staleness,
+      .halo_cache_bytes = s.halo_cache_bytes,
       .fusion = s.fusion,
       .local_bias = s.local_bias,
       .trace = !s.trace.empty(),

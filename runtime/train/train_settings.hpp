@@ -55,6 +55,9 @@ struct train_settings {
   std::size_t max_row_payload_bytes = kMaxRowPayloadBytes;
   int evaluation_range = 8192;  ///< owned nodes per range of an evaluation layer (tests lower it)
   int staleness = 1;  ///< decentralized: a halo row used was confirmed at most this many steps ago
+  /// clusters: bytes of halo rows a worker keeps (--halo-cache-mb); -1 = decentralized every
+  /// row, centralized none
+  std::int64_t halo_cache_bytes = -1;
   double local_bias =
       1;                ///< decentralized: remote share of a local expansion's fanout (1 = uniform)
   int threads = 0;      ///< OpenMP threads per worker, 0 = automatic

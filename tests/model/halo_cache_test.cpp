@@ -166,3 +166,90 @@ TEST(HaloCache, SharedFeaturesAreReadFromTheOwnersRowsWithoutACopy) {
     EXPECT_EQ(got.row(1), d.features.row(me.halo.front()));
   }
 }
+
+// Bounded: rows without a place are held for the step that pulled them and read by it only;
+// kept rows behave as before.
+TEST(HaloCache, ABoundedCacheHoldsRowsWithoutAPlaceForTheirStepOnly) {
+  halo_cache c({3, 8, 20, 41});
+  c.bound({{0, 2}, {1}});  // level 0 keeps 3 and 20, level 1 keeps 8
+  const Eigen::Index widths[] = {2, 3};
+  c.ensure_levels(widths);
+  EXPECT_TRUE(c.resident(0, c.index(20)));
+  EXPECT_FALSE(c.resident(0, c.index(8)));
+  EXPECT_EQ(c.resident_rows(1), std::vector<std::size_t>{1});
+  const node_id all[] = {3, 8, 20, 41};
+  const std::uint64_t zeros[] = {0, 0, 0, 0};
+  c.store(0, all, all, zeros, rows(4, 2, 100), 5);
+  const std::uint64_t versions[] = {7, 9};
+  const node_id some[] = {8, 41};
+  c.store(1, some, some, versions, rows(2, 3, 200), 5);
+  EXPECT_EQ(c.version(1, c.index(8)), 7u);
+  EXPECT_EQ(c.version(1, c.index(41)), halo_cache::kNoVersion) << "41 has no place at level 1";
+  EXPECT_TRUE(c.fresh(1, c.index(8), 5, 1));
+  EXPECT_FALSE(c.fresh(1, c.index(41), 5, 1)) << "a row without a place is never fresh";
+  local_cg cg;
+  cg.remote_leaves = {{41, 3, 8}, {41, 8}};
+  const auto leaves = c.leaf_rows(cg, 5);
+  const Matrix features = rows(4, 2, 100), history = rows(2, 3, 200);
+  EXPECT_EQ(leaves[0].row(0), features.row(3));
+  EXPECT_EQ(leaves[0].row(1), features.row(0));
+  EXPECT_EQ(leaves[0].row(2), features.row(1));
+  EXPECT_EQ(leaves[1].row(0), history.row(1));
+  EXPECT_EQ(leaves[1].row(1), history.row(0));
+  EXPECT_THROW(c.leaf_rows(cg, 6), std::invalid_argument) << "8 and 41 were pulled for step 5";
+  const std::size_t before = c.bytes();
+  c.release(5);
+  EXPECT_LT(c.bytes(), before);
+  EXPECT_EQ(c.bytes(), (2 * 2 + 1 * 3) * sizeof(float)) << "only the kept rows remain";
+  EXPECT_THROW(c.leaf_rows(cg, 5), std::invalid_argument) << "released";
+  cg.remote_leaves = {{20, 3}, {8}};
+  EXPECT_EQ(c.leaf_rows(cg, 9)[0].row(0), features.row(2)) << "kept rows serve every step";
+  EXPECT_THROW(c.bound({{4}}), std::invalid_argument) << "row 4 is outside a halo of 4";
+}
+
+// A bounded cache and an unbounded one given the same answers read the same leaf rows.
+TEST(HaloCache, BoundedAndUnboundedCachesReadTheSameRows) {
+  const std::vector<node_id> halo{2, 5, 9, 11, 17, 23, 30, 31};
+  halo_cache whole(halo), part(halo);
+  part.bound({{1, 4, 7}, {0, 6}});
+  const Eigen::Index widths[] = {4, 3};
+  whole.ensure_levels(widths);
+  part.ensure_levels(widths);
+  const std::vector<std::uint64_t> zeros(halo.size(), 0);
+  for (std::uint64_t step = 1; step <= 3; ++step) {
+    // A step's feature rows: the bounded cache holds those it does not keep for the step.
+    for (halo_cache* c : {&whole, &part})
+      c->store(0, halo, halo, zeros, rows(8, 4, 1), step);
+    const node_id asked[] = {5, 11, 23, 31};
+    const std::uint64_t v[] = {step, step, step, step};
+    for (halo_cache* c : {&whole, &part})
+      c->store(1, asked, asked, v, rows(4, 3, 10.0f * static_cast<float>(step)), step);
+    local_cg cg;
+    cg.remote_leaves = {{31, 2, 17, 9}, {23, 5, 31}};
+    EXPECT_EQ(whole.leaf_rows(cg, step), part.leaf_rows(cg, step)) << "step " << step;
+    part.release(step);
+  }
+}
+
+TEST(HaloCache, BoundedCompressedFeaturesAreHeldForTheirStep) {
+  halo_cache c({3, 8, 20});
+  c.bound({{1}});
+  const Eigen::Index widths[] = {4};
+  c.ensure_levels(widths, true);
+  Matrix f = Matrix::Zero(3, 4);
+  f(0, 1) = 1;
+  f(1, 2) = 2;
+  f(2, 3) = 3;
+  const node_id all[] = {3, 8, 20};
+  c.store_features(all, all, std::make_shared<const sparse_rows>(to_sparse(f)), 4);
+  local_cg cg;
+  cg.remote_leaves = {{20, 8, 3}};
+  const Matrix got = to_dense(c.leaf_features(cg, 4));
+  EXPECT_EQ(got.row(0), f.row(2));
+  EXPECT_EQ(got.row(1), f.row(1));
+  EXPECT_EQ(got.row(2), f.row(0));
+  c.release(4);
+  EXPECT_THROW(c.leaf_features(cg, 4), std::invalid_argument);
+  cg.remote_leaves = {{8}};
+  EXPECT_EQ(to_dense(c.leaf_features(cg, 7)).row(0), f.row(1));
+}
