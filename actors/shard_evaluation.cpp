@@ -48,61 +48,44 @@ Eigen::Map<const Matrix> layer_rows(const shard_state& st, int layer) {
   return {h.data(), h.rows(), h.cols()};
 }
 
-// h^(layer) of every owned node from h^(layer - 1): its own rows (in memory, or at layer 1 in the
-// mapped part file) and the halo's in the replies (at layer 1 the set-up keeps the halo's
-// features in the halo cache). The owned nodes go in ranges (settings.evaluation_range): each
-// range's block has the range as destinations and their in-neighbours as sources, numbered as owned
+// Where an evaluation range reads its halo sources: halo row i is rows.row(where[i]) (where
+// empty: row i), with in-degree degree[that row].
+struct halo_view {
+  const Matrix& rows;
+  std::span<const std::int32_t> where;
+  std::span<const std::int32_t> degree;
+  Eigen::Index row(std::size_t i) const {
+    return where.empty() ? static_cast<Eigen::Index>(i) : where[i];
+  }
+};
+
+// The end of the evaluation range that starts at begin: settings.evaluation_range owned nodes.
+// A last range of one node would take Eigen's matrix-vector product, which rounds otherwise than
+// the matrix product a longer range (or the whole part) takes: it joins the range before.
+node_id range_end(const shard_state& st, node_id begin) {
+  const node_id n = st.part->num_owned();
+  const std::int64_t range = std::max(1, st.settings.evaluation_range);
+  auto end = static_cast<node_id>(std::min<std::int64_t>(n, std::int64_t{begin} + range));
+  if (end == n - 1) end = n;
+  return end;
+}
+
+// h^(layer) of owned nodes [from, to) into rows of next (sized at the first range), from their
+// own rows and the halo's in `halo`. Range by range (settings.evaluation_range): each range's
+// block has the range as destinations and their in-neighbours as sources, numbered as owned
 // local ids then n + halo index, so no (owned + halo)-row input matrix is built.
-void evaluate_on_rows(shard_state& st, int layer, std::vector<wire_message>& replies,
-                      const std::vector<std::vector<size_t>>& positions, std::uint8_t bits,
-                      bool keep_features, std::uint64_t step) {
+void evaluate_owned(shard_state& st, int layer, node_id from, node_id to, const halo_view& halo,
+                    Matrix& next) {
   const auto& part = *st.part;
   const auto own = layer_rows(st, layer - 1);
   const node_id n = part.num_owned();
-  Matrix halo_rows(static_cast<Eigen::Index>(part.halo.size()), own.cols());
-  std::vector<std::int32_t> halo_degree(part.halo.size(), 0);
-  for (size_t r = 0; r < replies.size(); ++r) {
-    const auto res = wire::decode_row_block(st.ctx, replies[r].bytes, bits);
-    if (static_cast<size_t>(res.rows.rows()) != positions[r].size() ||
-        res.rows.cols() != own.cols() || res.degrees.size() != positions[r].size()) {
-      throw wire::wire_error("halo_response has the wrong shape");
-    }
-    for (size_t k = 0; k < positions[r].size(); ++k) {
-      halo_rows.row(static_cast<Eigen::Index>(positions[r][k])) =
-          res.rows.row(static_cast<Eigen::Index>(k));
-      halo_degree[positions[r][k]] = res.degrees[k];
-    }
-    replies[r] = wire_message{};  // its rows are copied: let them go before the layer runs
-  }
-  if (keep_features && !st.halo_features_loaded) {
-    ensure_halo_levels(st);
-    if (st.halo.bounded()) {  // the rows it keeps, not the whole halo's held twice
-      std::vector<node_id> nodes;
-      const auto keep = st.halo.resident_rows(0);
-      Matrix kept(static_cast<Eigen::Index>(keep.size()), halo_rows.cols());
-      for (size_t j = 0; j < keep.size(); ++j) {
-        nodes.push_back(part.halo[keep[j]]);
-        kept.row(static_cast<Eigen::Index>(j)) = halo_rows.row(static_cast<Eigen::Index>(keep[j]));
-      }
-      const std::vector<std::uint64_t> versions(nodes.size(), 0);
-      st.halo.store(0, nodes, nodes, versions, kept, step);
-    } else {
-      const std::vector<std::uint64_t> versions(part.halo.size(), 0);
-      st.halo.store(0, part.halo, part.halo, versions, halo_rows, step);
-    }
-    st.halo_features_loaded = true;
-  }
   std::vector<std::int32_t> scratch(static_cast<size_t>(n) + part.halo.size(), -1);
   std::vector<node_id> dst, picks;
   std::vector<std::int32_t> counts;
-  Matrix h_src, next;
-  node_id begin = 0;
+  Matrix h_src;
+  node_id begin = from;
   do {  // once at least, so that an empty part still gets its (0, width) output
-    // A last range of one node would take Eigen's matrix-vector product, which rounds otherwise
-    // than the matrix product a longer range (or the whole part) takes: it joins this range.
-    const std::int64_t range = std::max(1, st.settings.evaluation_range);
-    auto end = static_cast<node_id>(std::min<std::int64_t>(n, std::int64_t{begin} + range));
-    if (end == n - 1) end = n;
+    const node_id end = range_end(st, begin);
     dst.resize(static_cast<size_t>(end - begin));
     std::iota(dst.begin(), dst.end(), begin);
     counts.resize(dst.size());
@@ -125,15 +108,79 @@ void evaluate_on_rows(shard_state& st, int layer, std::vector<wire_message>& rep
         h_src.row(k) = own.row(u);
         b.src_degree[static_cast<size_t>(k)] = part.in_degree(u);
       } else {
-        h_src.row(k) = halo_rows.row(u - n);
-        b.src_degree[static_cast<size_t>(k)] = halo_degree[static_cast<size_t>(u - n)];
+        const Eigen::Index at = halo.row(static_cast<size_t>(u - n));
+        h_src.row(k) = halo.rows.row(at);
+        b.src_degree[static_cast<size_t>(k)] = halo.degree[static_cast<size_t>(at)];
       }
     }
     const Matrix out = st.replica->layer_forward(layer - 1, b, h_src);
-    if (begin == 0) next.resize(n, out.cols());
+    if (next.rows() != n) next.resize(n, out.cols());
     next.middleRows(begin, end - begin) = out;
     begin = end;
-  } while (begin < n);
+  } while (begin < to);
+}
+
+// Copies each reply's rows into rows (at row where[positions[r][k]], or positions[r][k] itself
+// when where is empty) and their in-degrees into degree; each reply is let go once copied.
+void take_halo_rows(shard_state& st, std::vector<wire_message>& replies,
+                    const std::vector<std::vector<size_t>>& positions, std::uint8_t bits,
+                    Matrix& rows, std::vector<std::int32_t>& degree) {
+  for (size_t r = 0; r < replies.size(); ++r) {
+    const auto res = wire::decode_row_block(st.ctx, replies[r].bytes, bits);
+    if (static_cast<size_t>(res.rows.rows()) != positions[r].size() ||
+        res.rows.cols() != rows.cols() || res.degrees.size() != positions[r].size()) {
+      throw wire::wire_error("halo_response has the wrong shape");
+    }
+    for (size_t k = 0; k < positions[r].size(); ++k) {
+      rows.row(static_cast<Eigen::Index>(positions[r][k])) =
+          res.rows.row(static_cast<Eigen::Index>(k));
+      degree[positions[r][k]] = res.degrees[k];
+    }
+    replies[r] = wire_message{};  // its rows are copied: let them go before the layer runs
+  }
+}
+
+// The set-up's first layer: the halo feature rows the halo cache keeps (rows.row(i) is the
+// feature row of halo node nodes[i]; a bounded cache takes those it keeps and does not hold).
+void keep_feature_rows(shard_state& st, std::span<const node_id> nodes, const Matrix& rows,
+                       std::uint64_t step) {
+  ensure_halo_levels(st);
+  if (!st.halo.bounded()) {
+    const std::vector<std::uint64_t> versions(nodes.size(), 0);
+    st.halo.store(0, nodes, nodes, versions, rows, step);
+    return;
+  }
+  std::vector<node_id> keep;
+  std::vector<Eigen::Index> at;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const auto h = static_cast<size_t>(st.halo.index(nodes[i]));
+    if (!st.halo.resident(0, h) || st.halo.holds(0, h)) continue;
+    keep.push_back(nodes[i]);
+    at.push_back(static_cast<Eigen::Index>(i));
+  }
+  Matrix kept(static_cast<Eigen::Index>(keep.size()), rows.cols());
+  for (size_t j = 0; j < keep.size(); ++j)
+    kept.row(static_cast<Eigen::Index>(j)) = rows.row(at[j]);
+  const std::vector<std::uint64_t> versions(keep.size(), 0);
+  st.halo.store(0, keep, keep, versions, kept, step);
+}
+
+// h^(layer) of every owned node from h^(layer - 1): its own rows (in memory, or at layer 1 in the
+// mapped part file) and the whole halo's in the replies (at layer 1 the set-up keeps the halo's
+// features in the halo cache).
+void evaluate_on_rows(shard_state& st, int layer, std::vector<wire_message>& replies,
+                      const std::vector<std::vector<size_t>>& positions, std::uint8_t bits,
+                      bool keep_features, std::uint64_t step) {
+  const auto& part = *st.part;
+  Matrix halo_rows(static_cast<Eigen::Index>(part.halo.size()), layer_rows(st, layer - 1).cols());
+  std::vector<std::int32_t> halo_degree(part.halo.size(), 0);
+  take_halo_rows(st, replies, positions, bits, halo_rows, halo_degree);
+  if (keep_features && !st.halo_features_loaded) {
+    keep_feature_rows(st, part.halo, halo_rows, step);
+    st.halo_features_loaded = true;
+  }
+  Matrix next;
+  evaluate_owned(st, layer, 0, part.num_owned(), {halo_rows, {}, halo_degree}, next);
   if (st.eval_h.size() <= static_cast<size_t>(layer))
     st.eval_h.resize(static_cast<size_t>(layer) + 1);
   st.eval_h[static_cast<size_t>(layer)] = std::move(next);
@@ -203,6 +250,139 @@ void write_part_predictions(const shard_state& st, std::uint64_t step) {
        {"step", std::to_string(step)}});
 }
 
+// One layer of an evaluation in flight.
+struct evaluation_job {
+  int layer = 1;
+  std::uint64_t step = 0;
+  std::uint8_t bits = 32;      ///< precision of the halo rows asked for
+  bool keep_features = false;  ///< the set-up's first layer: the halo cache keeps feature rows
+  // Range by range only:
+  node_id begin = 0;                ///< the next range's first owned node
+  Matrix next;                      ///< h^(layer) of the owned nodes, filled range by range
+  std::vector<std::int32_t> where;  ///< per halo row: its row among the range's, -1
+  caf::typed_response_promise<wire_message> rp;
+};
+
+struct halo_pulls {
+  std::vector<wire_request<shard_actor, halo_atom>> requests;
+  std::vector<std::vector<size_t>> positions;  ///< per request: indexes into the rows asked
+  std::vector<int> owners;                     ///< per request
+};
+
+// Requests for h^(layer - 1) of halo rows `rows` (halo indexes), per owner, capped in size.
+halo_pulls halo_requests(shard_state& st, const evaluation_job& job, std::span<const size_t> rows) {
+  const auto& part = *st.part;
+  const auto width = static_cast<std::size_t>(layer_rows(st, job.layer - 1).cols());
+  const std::size_t row_bytes = job.layer == 1 ? feature_row_bytes(part) : width * sizeof(float);
+  std::vector<node_id> nodes(rows.size());
+  for (size_t j = 0; j < rows.size(); ++j)
+    nodes[j] = part.halo[rows[j]];
+  owner_groups groups = split_groups(group_by_owner(*st.book, nodes, part.part),
+                                     rows_per_message(st.settings, row_bytes));
+  halo_pulls out;
+  for (size_t r = 0; r < groups.owners.size(); ++r) {
+    const int owner = groups.owners[r];
+    wire::row_request req{.h = {job.step, part.part},
+                          .layer = static_cast<std::uint8_t>(job.layer - 1),
+                          .nodes = {},
+                          .bits = job.bits};
+    for (size_t j : groups.positions[r])
+      req.nodes.push_back(nodes[j]);
+    auto msg = pack(wire::kind::halo_request, wire::encode(st.ctx, req, wire::kind::halo_request));
+    count(st, owner, msg);
+    out.requests.push_back({st.shards[static_cast<size_t>(owner)], std::move(msg), owner});
+    out.positions.push_back(std::move(groups.positions[r]));
+    out.owners.push_back(owner);
+  }
+  return out;
+}
+
+// The coordinator's answer for a layer just computed: at the last layer the accuracy counts
+// (correct and total for train, valid, test), and the predictions written when asked.
+wire_message layer_result(shard_state& st, int layer, std::uint64_t step) {
+  const auto& part = *st.part;
+  wire::control out{.h = {step, part.part}, .what = wire::control_kind::result};
+  if (layer == st.replica->num_layers()) {
+    const Matrix& logits = st.eval_h[static_cast<size_t>(layer)];
+    for (const auto* split : {&part.train, &part.valid, &part.test}) {
+      std::uint64_t correct = 0;
+      for (node_id l : *split) {
+        Eigen::Index best = 0;
+        logits.row(l).maxCoeff(&best);
+        correct += best == part.labels[l];
+      }
+      out.counts.push_back(correct);
+      out.counts.push_back(split->size());
+    }
+    if (!st.settings.predictions_dir.empty()) write_part_predictions(st, step);
+  }
+  auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));
+  count(st, kCoordinatorPart, msg);
+  return msg;
+}
+
+// With a bounded halo cache a layer runs one evaluation range at a time, each pulling the halo
+// rows it reads and letting them go after, so that no layer holds its whole halo's rows (a row
+// several ranges read travels once for each). The ranges are those of the whole-layer pass, so
+// the rows computed are the same bit for bit.
+void evaluate_range_by_range(self_ptr self, std::shared_ptr<evaluation_job> job) {
+  auto& st = self->state;
+  const auto& part = *st.part;
+  const node_id end = range_end(st, job->begin);
+  std::vector<size_t> needed;  // halo rows the range reads, ascending
+  for (edge_offset e = part.indptr[static_cast<size_t>(job->begin)];
+       e < part.indptr[static_cast<size_t>(end)]; ++e) {
+    if (part.src_local[static_cast<size_t>(e)] < 0)
+      needed.push_back(
+          static_cast<size_t>(halo_index(part, part.src_global[static_cast<size_t>(e)])));
+  }
+  std::sort(needed.begin(), needed.end());
+  needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
+  auto pulls = halo_requests(st, *job, needed);
+  gather(
+      self, halo_atom_v, std::move(pulls.requests), st.settings.timeout,
+      [self, job, end, needed = std::move(needed),
+       positions = std::move(pulls.positions)](std::vector<wire_message>& replies) {
+        auto& st = self->state;
+        const auto& part = *st.part;
+        try {
+          Matrix rows(static_cast<Eigen::Index>(needed.size()),
+                      layer_rows(st, job->layer - 1).cols());
+          std::vector<std::int32_t> degree(needed.size(), 0);
+          take_halo_rows(st, replies, positions, job->bits, rows, degree);
+          if (job->keep_features && !st.halo_features_loaded) {
+            std::vector<node_id> nodes(needed.size());
+            for (size_t j = 0; j < needed.size(); ++j)
+              nodes[j] = part.halo[needed[j]];
+            keep_feature_rows(st, nodes, rows, job->step);
+          }
+          for (size_t j = 0; j < needed.size(); ++j)
+            job->where[needed[j]] = static_cast<std::int32_t>(j);
+          evaluate_owned(st, job->layer, job->begin, end, {rows, job->where, degree}, job->next);
+          for (size_t i : needed)
+            job->where[i] = -1;
+          job->begin = end;
+          if (end < part.num_owned()) {
+            evaluate_range_by_range(self, job);
+            return;
+          }
+          if (job->keep_features) st.halo_features_loaded = true;
+          if (st.eval_h.size() <= static_cast<size_t>(job->layer))
+            st.eval_h.resize(static_cast<size_t>(job->layer) + 1);
+          st.eval_h[static_cast<size_t>(job->layer)] = std::move(job->next);
+          job->rp.deliver(layer_result(st, job->layer, job->step));
+        } catch (const std::exception& e) {
+          ++st.rejected;
+          job->rp.deliver(as_error(st, actor_errc::rejected, std::string("evaluate: ") + e.what()));
+        }
+      },
+      [self, job, owners = std::move(pulls.owners)](std::size_t r, const caf::error& err) {
+        job->rp.deliver(as_error(self->state, actor_errc::peer_failed,
+                                 "halo request to partition " + std::to_string(owners[r]) +
+                                     " failed: " + caf::to_string(err)));
+      });
+}
+
 }  // namespace
 
 caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) {
@@ -216,67 +396,44 @@ caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) 
   // A layer of the history set-up keeps its first layer's halo rows, the halo's features,
   // which steps read; above them a quantized set-up asks for rows at the history's bits.
   const bool setup = c.counts.size() == 1 && c.counts[0] == 1 && st.settings.decentralized;
-  const bool keep_features = setup && layer == 1;
-  const bool quantized = setup && layer > 1 && st.settings.setup == history_setup::quantized;
-  const auto bits = static_cast<std::uint8_t>(quantized ? st.settings.history_bits : 32);
-  const auto width = static_cast<std::size_t>(layer_rows(st, layer - 1).cols());
-  const std::size_t row_bytes = layer == 1 ? feature_row_bytes(part) : width * sizeof(float);
-  owner_groups groups = split_groups(group_by_owner(*st.book, part.halo, part.part),
-                                     rows_per_message(st.settings, row_bytes));
-  std::vector<wire_request<shard_actor, halo_atom>> requests;
-  std::vector<std::vector<size_t>> positions;
-  for (size_t r = 0; r < groups.owners.size(); ++r) {
-    const int owner = groups.owners[r];
-    auto& pos = groups.positions[r];
-    wire::row_request req{.h = {c.h.step, part.part},
-                          .layer = static_cast<std::uint8_t>(layer - 1),
-                          .nodes = {},
-                          .bits = bits};
-    for (size_t i : pos)
-      req.nodes.push_back(part.halo[i]);
-    auto msg = pack(wire::kind::halo_request, wire::encode(st.ctx, req, wire::kind::halo_request));
-    count(st, owner, msg);
-    requests.push_back({st.shards[static_cast<size_t>(owner)], std::move(msg), owner});
-    positions.push_back(std::move(pos));
+  evaluation_job job{.layer = layer,
+                     .step = c.h.step,
+                     .bits = static_cast<std::uint8_t>(
+                         setup && layer > 1 && st.settings.setup == history_setup::quantized
+                             ? st.settings.history_bits
+                             : 32),
+                     .keep_features = setup && layer == 1};
+  // A bounded halo cache (not on compressed rows) keeps a layer's halo rows bounded too.
+  if (st.settings.halo_cache_bytes >= 0 && !(layer == 1 && part.sparse_features)) {
+    auto windowed = std::make_shared<evaluation_job>(std::move(job));
+    windowed->where.assign(part.halo.size(), -1);
+    windowed->rp = self->make_response_promise<wire_message>();
+    evaluate_range_by_range(self, windowed);
+    return windowed->rp;
   }
+  std::vector<size_t> all(part.halo.size());
+  std::iota(all.begin(), all.end(), size_t{0});
+  auto pulls = halo_requests(st, job, all);
   auto rp = self->make_response_promise<wire_message>();
   gather(
-      self, halo_atom_v, std::move(requests), st.settings.timeout,
-      [self, rp, layer, keep_features, bits, step = c.h.step,
-       positions = std::move(positions)](std::vector<wire_message>& replies) mutable {
+      self, halo_atom_v, std::move(pulls.requests), st.settings.timeout,
+      [self, rp, job,
+       positions = std::move(pulls.positions)](std::vector<wire_message>& replies) mutable {
         auto& st = self->state;
-        const auto& part = *st.part;
         try {
-          if (layer == 1 && part.sparse_features) {
-            evaluate_on_compressed_features(st, replies, positions, keep_features, step);
+          if (job.layer == 1 && st.part->sparse_features) {
+            evaluate_on_compressed_features(st, replies, positions, job.keep_features, job.step);
           } else {
-            evaluate_on_rows(st, layer, replies, positions, bits, keep_features, step);
+            evaluate_on_rows(st, job.layer, replies, positions, job.bits, job.keep_features,
+                             job.step);
           }
-          wire::control out{.h = {step, part.part}, .what = wire::control_kind::result};
-          if (layer == st.replica->num_layers()) {
-            // Accuracy counts: correct and total for train, valid, test.
-            const Matrix& logits = st.eval_h[static_cast<size_t>(layer)];
-            for (const auto* split : {&part.train, &part.valid, &part.test}) {
-              std::uint64_t correct = 0;
-              for (node_id l : *split) {
-                Eigen::Index best = 0;
-                logits.row(l).maxCoeff(&best);
-                correct += best == part.labels[l];
-              }
-              out.counts.push_back(correct);
-              out.counts.push_back(split->size());
-            }
-            if (!st.settings.predictions_dir.empty()) write_part_predictions(st, step);
-          }
-          auto msg = pack(wire::kind::control, wire::encode(st.ctx, out));
-          count(st, kCoordinatorPart, msg);
-          rp.deliver(std::move(msg));
+          rp.deliver(layer_result(st, job.layer, job.step));
         } catch (const std::exception& e) {
           ++st.rejected;
           rp.deliver(as_error(st, actor_errc::rejected, std::string("evaluate: ") + e.what()));
         }
       },
-      [self, rp, owners = groups.owners](std::size_t r, const caf::error& err) mutable {
+      [self, rp, owners = std::move(pulls.owners)](std::size_t r, const caf::error& err) mutable {
         rp.deliver(as_error(self->state, actor_errc::peer_failed,
                             "halo request to partition " + std::to_string(owners[r]) +
                                 " failed: " + caf::to_string(err)));
@@ -286,8 +443,9 @@ caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) 
 
 wire_message serve_halo(shard_state& st, const wire_message& m) {
   const auto req = wire::decode_row_request(st.ctx, m.bytes);
-  if (req.layer >= std::max<size_t>(1, st.eval_h.size()))
-    throw wire::wire_error("halo_request for a layer not computed yet");
+  if (req.layer >= std::max<size_t>(1, st.eval_h.size()) ||
+      (req.layer > 0 && st.eval_h[req.layer].rows() != st.part->num_owned()))
+    throw wire::wire_error("halo_request for a layer not computed yet (or let go)");
   if (req.layer == 0 && st.part->sparse_features && req.bits != 32)
     throw wire::wire_error("halo_request for compressed features below 32 bits");
   wire::row_block res;

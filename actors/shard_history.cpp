@@ -65,6 +65,7 @@ caf::result<wire_message> init_history(self_ptr self, const wire::control& c) {
     put.nodes = st.part->owned;
     put.values.assign(rows.data(), rows.data() + rows.size());
     puts.push_back(std::move(put));
+    st.eval_h[l] = Matrix();  // copied: the next evaluation computes it again
   }
   auto reply = result_message(st, c.h.step);
   count(st, kCoordinatorPart, reply);
