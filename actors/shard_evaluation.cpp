@@ -75,11 +75,11 @@ node_id range_end(const shard_state& st, node_id begin) {
 // block has the range as destinations and their in-neighbours as sources, numbered as owned
 // local ids then n + halo index, so no (owned + halo)-row input matrix is built.
 void evaluate_owned(shard_state& st, int layer, node_id from, node_id to, const halo_view& halo,
-                    Matrix& next) {
+                    Matrix& next, std::vector<std::int32_t>& scratch) {
   const auto& part = *st.part;
   const auto own = layer_rows(st, layer - 1);
   const node_id n = part.num_owned();
-  std::vector<std::int32_t> scratch(static_cast<size_t>(n) + part.halo.size(), -1);
+  scratch.resize(static_cast<size_t>(n) + part.halo.size(), -1);  // assemble_block leaves it -1
   std::vector<node_id> dst, picks;
   std::vector<std::int32_t> counts;
   Matrix h_src;
@@ -114,7 +114,7 @@ void evaluate_owned(shard_state& st, int layer, node_id from, node_id to, const 
       }
     }
     const Matrix out = st.replica->layer_forward(layer - 1, b, h_src);
-    if (next.rows() != n) next.resize(n, out.cols());
+    if (next.rows() != n || next.cols() != out.cols()) next.resize(n, out.cols());
     next.middleRows(begin, end - begin) = out;
     begin = end;
   } while (begin < to);
@@ -180,7 +180,8 @@ void evaluate_on_rows(shard_state& st, int layer, std::vector<wire_message>& rep
     st.halo_features_loaded = true;
   }
   Matrix next;
-  evaluate_owned(st, layer, 0, part.num_owned(), {halo_rows, {}, halo_degree}, next);
+  std::vector<std::int32_t> scratch;
+  evaluate_owned(st, layer, 0, part.num_owned(), {halo_rows, {}, halo_degree}, next, scratch);
   if (st.eval_h.size() <= static_cast<size_t>(layer))
     st.eval_h.resize(static_cast<size_t>(layer) + 1);
   st.eval_h[static_cast<size_t>(layer)] = std::move(next);
@@ -257,9 +258,10 @@ struct evaluation_job {
   std::uint8_t bits = 32;      ///< precision of the halo rows asked for
   bool keep_features = false;  ///< the set-up's first layer: the halo cache keeps feature rows
   // Range by range only:
-  node_id begin = 0;                ///< the next range's first owned node
-  Matrix next;                      ///< h^(layer) of the owned nodes, filled range by range
-  std::vector<std::int32_t> where;  ///< per halo row: its row among the range's, -1
+  node_id begin = 0;                  ///< the next range's first owned node
+  Matrix next;                        ///< h^(layer) of the owned nodes, filled range by range
+  std::vector<std::int32_t> where;    ///< per halo row: its row among the range's, -1
+  std::vector<std::int32_t> scratch;  ///< assemble_block\'s, kept between ranges
   caf::typed_response_promise<wire_message> rp;
 };
 
@@ -321,6 +323,15 @@ wire_message layer_result(shard_state& st, int layer, std::uint64_t step) {
   return msg;
 }
 
+// The layer's last range is done: its rows become h^(layer) and the coordinator gets its answer.
+void finish_range_by_range(shard_state& st, evaluation_job& job) {
+  if (job.keep_features) st.halo_features_loaded = true;
+  if (st.eval_h.size() <= static_cast<size_t>(job.layer))
+    st.eval_h.resize(static_cast<size_t>(job.layer) + 1);
+  st.eval_h[static_cast<size_t>(job.layer)] = std::move(job.next);
+  job.rp.deliver(layer_result(st, job.layer, job.step));
+}
+
 // With a bounded halo cache a layer runs one evaluation range at a time, each pulling the halo
 // rows it reads and letting them go after, so that no layer holds its whole halo's rows (a row
 // several ranges read travels once for each). The ranges are those of the whole-layer pass, so
@@ -328,13 +339,32 @@ wire_message layer_result(shard_state& st, int layer, std::uint64_t step) {
 void evaluate_range_by_range(self_ptr self, std::shared_ptr<evaluation_job> job) {
   auto& st = self->state;
   const auto& part = *st.part;
-  const node_id end = range_end(st, job->begin);
   std::vector<size_t> needed;  // halo rows the range reads, ascending
-  for (edge_offset e = part.indptr[static_cast<size_t>(job->begin)];
-       e < part.indptr[static_cast<size_t>(end)]; ++e) {
-    if (part.src_local[static_cast<size_t>(e)] < 0)
-      needed.push_back(
-          static_cast<size_t>(halo_index(part, part.src_global[static_cast<size_t>(e)])));
+  node_id end = 0;
+  try {
+    // Ranges that read no halo row run here, one after the other, without a round trip.
+    while (true) {
+      end = range_end(st, job->begin);
+      needed.clear();
+      for (edge_offset e = part.indptr[static_cast<size_t>(job->begin)];
+           e < part.indptr[static_cast<size_t>(end)]; ++e) {
+        if (part.src_local[static_cast<size_t>(e)] < 0)
+          needed.push_back(
+              static_cast<size_t>(halo_index(part, part.src_global[static_cast<size_t>(e)])));
+      }
+      if (!needed.empty()) break;
+      const Matrix none;
+      evaluate_owned(st, job->layer, job->begin, end, {none, {}, {}}, job->next, job->scratch);
+      job->begin = end;
+      if (end >= part.num_owned()) {
+        finish_range_by_range(st, *job);
+        return;
+      }
+    }
+  } catch (const std::exception& e) {
+    ++st.rejected;
+    job->rp.deliver(as_error(st, actor_errc::rejected, std::string("evaluate: ") + e.what()));
+    return;
   }
   std::sort(needed.begin(), needed.end());
   needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
@@ -358,23 +388,20 @@ void evaluate_range_by_range(self_ptr self, std::shared_ptr<evaluation_job> job)
           }
           for (size_t j = 0; j < needed.size(); ++j)
             job->where[needed[j]] = static_cast<std::int32_t>(j);
-          evaluate_owned(st, job->layer, job->begin, end, {rows, job->where, degree}, job->next);
+          evaluate_owned(st, job->layer, job->begin, end, {rows, job->where, degree}, job->next,
+                         job->scratch);
           for (size_t i : needed)
             job->where[i] = -1;
           job->begin = end;
-          if (end < part.num_owned()) {
-            evaluate_range_by_range(self, job);
-            return;
-          }
-          if (job->keep_features) st.halo_features_loaded = true;
-          if (st.eval_h.size() <= static_cast<size_t>(job->layer))
-            st.eval_h.resize(static_cast<size_t>(job->layer) + 1);
-          st.eval_h[static_cast<size_t>(job->layer)] = std::move(job->next);
-          job->rp.deliver(layer_result(st, job->layer, job->step));
         } catch (const std::exception& e) {
           ++st.rejected;
           job->rp.deliver(as_error(st, actor_errc::rejected, std::string("evaluate: ") + e.what()));
+          return;
         }
+        if (end < part.num_owned())
+          evaluate_range_by_range(self, job);
+        else
+          finish_range_by_range(st, *job);
       },
       [self, job, owners = std::move(pulls.owners)](std::size_t r, const caf::error& err) {
         job->rp.deliver(as_error(self->state, actor_errc::peer_failed,

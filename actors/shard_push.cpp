@@ -132,6 +132,7 @@ void compute_step(self_ptr self, std::uint64_t step) {
         const auto ku = static_cast<size_t>(k);
         if (!st.halo.has_level(k))
           throw wire::wire_error("no halo rows at level " + std::to_string(k));
+        if (k == 0 && !st.halo.bounded()) continue;  // every feature row is held
         if (asked[ku].empty()) asked[ku].assign(part.halo.size(), 0);
         for (node_id u : cg.remote_leaves[ku]) {
           const size_t i = st.halo.index(u);
@@ -154,15 +155,27 @@ void compute_step(self_ptr self, std::uint64_t step) {
     std::vector<wire_request<store_actor, get_atom>> requests;
     std::vector<wire::embedding_get> asks;
     std::vector<int> owners;  ///< per request
-    for (auto& [key, req] : gets) {
-      owners.push_back(key.first);
-      req.h = {step, part.part};
-      req.layer = static_cast<std::uint8_t>(key.second);
-      auto msg = pack(wire::kind::embedding_get, wire::encode(st.ctx, req));
-      count(st, key.first, msg);
-      requests.push_back(
-          {st.stores[static_cast<size_t>(key.first)], std::move(msg), static_cast<int>(key.first)});
-      asks.push_back(std::move(req));
+    // Feature rows are wide: their gets are cut to about settings.max_row_payload_bytes of
+    // answer each, as the set-up's are (history gets stay whole, as before).
+    const size_t feature_rows_per_get = rows_per_message(st.settings, feature_row_bytes(part));
+    for (auto& [key, whole] : gets) {
+      const size_t cap = key.second == 0 ? feature_rows_per_get : whole.nodes.size();
+      for (size_t from = 0; from < whole.nodes.size(); from += cap) {
+        const size_t to = std::min(whole.nodes.size(), from + cap);
+        wire::embedding_get req;
+        req.h = {step, part.part};
+        req.layer = static_cast<std::uint8_t>(key.second);
+        req.nodes.assign(whole.nodes.begin() + static_cast<std::ptrdiff_t>(from),
+                         whole.nodes.begin() + static_cast<std::ptrdiff_t>(to));
+        req.held.assign(whole.held.begin() + static_cast<std::ptrdiff_t>(from),
+                        whole.held.begin() + static_cast<std::ptrdiff_t>(to));
+        owners.push_back(key.first);
+        auto msg = pack(wire::kind::embedding_get, wire::encode(st.ctx, req));
+        count(st, key.first, msg);
+        requests.push_back({st.stores[static_cast<size_t>(key.first)], std::move(msg),
+                            static_cast<int>(key.first)});
+        asks.push_back(std::move(req));
+      }
     }
     gather(
         self, get_atom_v, std::move(requests), st.settings.timeout,
@@ -170,6 +183,7 @@ void compute_step(self_ptr self, std::uint64_t step) {
          asked_at = stage_log::now_us()](std::vector<wire_message>& replies) {
           auto& st = self->state;
           st.stages.add(stage::history_pull, step, asked_at, stage_log::now_us());
+          if (!st.served.contains(step)) return;  // dropped meanwhile: nothing to hold rows for
           try {
             const bool sparse = st.part->sparse_features != nullptr;
             for (size_t r = 0; r < replies.size(); ++r) {
@@ -367,6 +381,7 @@ caf::result<wire_message> gradient_phase(self_ptr self, const wire::control& c) 
     for (auto& rows : history)
       puts.push_back(std::move(rows));
   }
+  st.halo.release_upto(upto);  // rows of steps that ended without their forward
   // The commits enter the store's mailbox before the gradient leaves: the next step's history
   // reads, caused by this reply, queue behind them (see commit_history).
   commit_history(self, std::move(puts));

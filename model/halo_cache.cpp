@@ -45,8 +45,11 @@ void halo_cache::bound(std::vector<std::vector<std::uint32_t>> resident) {
 
 std::int64_t halo_cache::slot(int level, std::size_t i) const {
   if (!bounded_) return static_cast<std::int64_t>(i);
+  if (i >= halo_.size())
+    throw std::invalid_argument("halo row " + std::to_string(i) + " outside a halo of " +
+                                std::to_string(halo_.size()));
   const auto k = static_cast<std::size_t>(level);
-  return k < slot_.size() ? slot_[k].at(i) : -1;
+  return k < slot_.size() ? slot_[k][i] : -1;
 }
 
 std::size_t halo_cache::num_slots(std::size_t level) const {
@@ -94,6 +97,10 @@ const halo_cache::step_rows* halo_cache::held_rows(std::uint64_t step) const {
 }
 
 void halo_cache::release(std::uint64_t step) {
+  held_.erase(step);
+}
+
+void halo_cache::release_upto(std::uint64_t step) {
   held_.erase(held_.begin(), held_.upper_bound(step));
 }
 

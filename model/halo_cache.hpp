@@ -93,8 +93,10 @@ class halo_cache {
   std::vector<Matrix> leaf_rows(const local_cg& cg, std::uint64_t step = 0) const;
   /// The compressed feature rows of cg's level-0 remote leaves, in their order.
   sparse_rows leaf_features(const local_cg& cg, std::uint64_t step = 0) const;
-  /// Lets go of the rows held for steps up to `step`.
+  /// Lets go of the rows held for `step`.
   void release(std::uint64_t step);
+  /// Lets go of the rows held for every step up to `step` (steps that ended without a forward).
+  void release_upto(std::uint64_t step);
 
  private:
   /// Where each of rows nodes[r] goes, checked before anything changes: only rows that were

@@ -205,6 +205,31 @@ TEST(HaloCache, ABoundedCacheHoldsRowsWithoutAPlaceForTheirStepOnly) {
   cg.remote_leaves = {{20, 3}, {8}};
   EXPECT_EQ(c.leaf_rows(cg, 9)[0].row(0), features.row(2)) << "kept rows serve every step";
   EXPECT_THROW(c.bound({{4}}), std::invalid_argument) << "row 4 is outside a halo of 4";
+  EXPECT_THROW(c.resident(0, 4), std::invalid_argument);
+}
+
+// Two steps in flight: letting go of one step's rows keeps the other's; release_upto sweeps the
+// steps that ended without their forward.
+TEST(HaloCache, ReleasingAStepKeepsTheRowsOfTheOthers) {
+  halo_cache c({3, 8});
+  c.bound({{}, {}});  // nothing kept
+  const Eigen::Index widths[] = {2, 2};
+  c.ensure_levels(widths);
+  const node_id both[] = {3, 8};
+  const std::uint64_t v[] = {0, 0};
+  for (std::uint64_t step : {4, 5, 6})
+    c.store(0, both, both, v, rows(2, 2, static_cast<float>(step)), step);
+  local_cg cg;
+  cg.remote_leaves = {{8}, {}};
+  c.release(5);
+  EXPECT_EQ(c.leaf_rows(cg, 4)[0], rows(2, 2, 4).row(1)) << "step 4's rows outlive step 5's";
+  EXPECT_EQ(c.leaf_rows(cg, 6)[0], rows(2, 2, 6).row(1));
+  EXPECT_THROW(c.leaf_rows(cg, 5), std::invalid_argument);
+  c.release_upto(5);
+  EXPECT_THROW(c.leaf_rows(cg, 4), std::invalid_argument);
+  EXPECT_EQ(c.leaf_rows(cg, 6)[0], rows(2, 2, 6).row(1)) << "a later step is not swept";
+  c.release_upto(6);
+  EXPECT_EQ(c.bytes(), 0u);
 }
 
 // A bounded cache and an unbounded one given the same answers read the same leaf rows.
