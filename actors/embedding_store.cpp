@@ -64,7 +64,7 @@ wire_message serve_get(store_state& st, const wire_message& m) {
 
 // A put is one step's rows of one level; the first put of a level is the exact evaluation pass
 // and names every owned node in order.
-void serve_put(store_state& st, const history_commit& c) {
+void serve_put(store_state& st, history_commit& c) {
   if (c.sender != st.part->part)
     throw wire::wire_error("put from partition " + std::to_string(c.sender) +
                            ": only the store's own shard commits history");
@@ -85,7 +85,7 @@ void serve_put(store_state& st, const history_commit& c) {
     if (c.nodes != st.part->owned)
       throw wire::wire_error("the first put of level " + std::to_string(level) +
                              " must hold every owned node");
-    st.table->init(level, values, c.version);
+    st.table->init(level, std::move(c.values), c.version);  // taken over, not copied
   } else if (!local.empty()) {
     st.table->put(level, local, values, c.version);
   }
@@ -137,7 +137,7 @@ store_actor::behavior_type store_behavior(self_ptr self,
         if (!self->state.failed_commit.empty()) return refuse(self->state.failed_commit);
         return guarded(serve_get, m);
       },
-      [self, refuse](put_atom, const history_commit& c) -> caf::result<bool> {
+      [self, refuse](put_atom, history_commit& c) -> caf::result<bool> {
         // Only the shard beside it commits, and never across nodes.
         if (auto why = outsider(self->current_sender(), self->node(), {}); !why.empty())
           return refuse("refused a put: " + why);

@@ -42,8 +42,28 @@ void embedding_table::init(int level, const Eigen::Ref<const Matrix>& values,
     throw std::invalid_argument("history of level " + std::to_string(level) + " must be " +
                                 std::to_string(rows_) + " x " + std::to_string(l.codec.dim()));
   }
+  l.committed.resize(static_cast<std::size_t>(values.size()));
+  committed(l) = values;
+  fill(l, version);
+}
+
+void embedding_table::init(int level, std::vector<float>&& values, std::uint64_t version) {
+  level_rows& l = at(level);
+  if (values.size() != static_cast<std::size_t>(rows_) * static_cast<std::size_t>(l.codec.dim())) {
+    throw std::invalid_argument("history of level " + std::to_string(level) + " must be " +
+                                std::to_string(rows_) + " x " + std::to_string(l.codec.dim()) +
+                                " values, got " + std::to_string(values.size()));
+  }
+  l.committed = std::move(values);
+  fill(l, version);
+}
+
+Eigen::Map<Matrix> embedding_table::committed(level_rows& l) const {
+  return {l.committed.data(), rows_, l.codec.dim()};
+}
+
+void embedding_table::fill(level_rows& l, std::uint64_t version) const {
   const auto n = static_cast<std::size_t>(rows_);
-  l.values = values;
   l.codes.assign(n * l.codec.code_size(), 0);
   l.row_min.assign(n, 0.0f);
   l.row_scale.assign(n, 0.0f);
@@ -65,7 +85,7 @@ void embedding_table::put(int level, std::span<const node_id> local,
   }
   for (std::size_t i = 0; i < local.size(); ++i) {
     const auto r = static_cast<std::size_t>(local[i]);
-    l.values.row(local[i]) = values.row(static_cast<Eigen::Index>(i));
+    committed(l).row(local[i]) = values.row(static_cast<Eigen::Index>(i));
     l.version[r] = version;
     l.coded[r] = 0;
   }
@@ -82,7 +102,7 @@ void embedding_table::append_row(int level, node_id local, quantized_rows& out) 
   if (!l.coded.at(r)) {
     const std::uint64_t seed = mix64(mix64(l.version[r] ^ static_cast<std::uint64_t>(level)) ^
                                      static_cast<std::uint64_t>(r));
-    l.codec.encode(1, l.values.row(local).data(), l.codes.data() + r * size, &l.row_min[r],
+    l.codec.encode(1, committed(l).row(local).data(), l.codes.data() + r * size, &l.row_min[r],
                    &l.row_scale[r], seed);
     l.coded[r] = 1;
   }

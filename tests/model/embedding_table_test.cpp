@@ -72,3 +72,18 @@ TEST(EmbeddingTable, RefusesLevelsShapesAndRowsItDoesNotKeep) {
   EXPECT_THROW(t.put(2, one, ramp(1, 2, 1), 1), std::invalid_argument) << "wrong width";
   EXPECT_THROW(embedding_table(4, {3}, 5, rounding::nearest), std::invalid_argument);
 }
+
+// The history set-up hands its rows over as a buffer: the same table as init from a matrix, and
+// a buffer of the wrong size is refused.
+TEST(EmbeddingTable, TakesOverARowMajorBufferAsInitFromAMatrixWould) {
+  const Matrix x = ramp(4, 3, 0.61f);
+  embedding_table copied(4, {3}, 8, rounding::nearest), taken(4, {3}, 8, rounding::nearest);
+  copied.init(1, x, 2);
+  taken.init(1, std::vector<float>(x.data(), x.data() + x.size()), 2);
+  for (node_id r = 0; r < 4; ++r) {
+    EXPECT_EQ(read(taken, 1, r), read(copied, 1, r));
+    EXPECT_EQ(taken.version(1, r), 2u);
+  }
+  EXPECT_THROW(taken.init(1, std::vector<float>(11), 3), std::invalid_argument);
+  EXPECT_EQ(taken.version(1, 0), 2u) << "a refused init changed the table";
+}
