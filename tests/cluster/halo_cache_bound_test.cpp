@@ -14,7 +14,6 @@
 
 #include "model/sparse_input.hpp"
 #include "runtime/train/cluster_trainer.hpp"
-#include "runtime/train/training_report.hpp"
 #include "tests/cluster/in_process_cluster.hpp"
 
 namespace degnn {
@@ -44,12 +43,6 @@ train_settings settings(const char* pipeline, int layers, bool sparse, std::int6
   return s;
 }
 
-struct traced_run {
-  std::vector<double> losses;
-  cluster_result result;
-  double best_valid = 0;
-};
-
 const dataset& cora(bool sparse) {
   static const dataset compressed = [] {
     dataset d = testing::cora();
@@ -59,16 +52,11 @@ const dataset& cora(bool sparse) {
   return sparse ? compressed : testing::cora();
 }
 
-traced_run run(const train_settings& s) {
-  traced_run t;
-  training_report report(s.pipeline, "", false);
-  t.result = train_cluster(s, cora(s.sparse_features), report,
-                           [&](std::uint64_t, double loss) { t.losses.push_back(loss); });
-  t.best_valid = report.best_valid();
-  return t;
+testing::traced_run run(const train_settings& s) {
+  return testing::run_traced(s, cora(s.sparse_features));
 }
 
-std::uint64_t training_bytes(const traced_run& r) {
+std::uint64_t training_bytes(const testing::traced_run& r) {
   return std::accumulate(r.result.epoch_bytes.begin(), r.result.epoch_bytes.end(),
                          std::uint64_t{0});
 }
@@ -82,11 +70,13 @@ TEST_P(HaloCacheBound, TrainsBitForBitAsEveryRowKeptAndOnlyBytesChange) {
   // part of them (Cora's rows are 1,433 features, 5.7 kB dense: 200 kB keeps a few dozen of a
   // worker's hundreds of halo rows; compressed, about 160 bytes a row, 20 kB), none
   // (centralized: the default).
-  const traced_run whole = run(settings(pipeline, layers, sparse, centralized ? 1 << 30 : -1));
-  const traced_run some = run(settings(pipeline, layers, sparse, sparse ? 20'000 : 200'000));
-  const traced_run none = run(settings(pipeline, layers, sparse, centralized ? -1 : 0));
+  const testing::traced_run whole =
+      run(settings(pipeline, layers, sparse, centralized ? 1 << 30 : -1));
+  const testing::traced_run some =
+      run(settings(pipeline, layers, sparse, sparse ? 20'000 : 200'000));
+  const testing::traced_run none = run(settings(pipeline, layers, sparse, centralized ? -1 : 0));
   ASSERT_FALSE(whole.losses.empty());
-  for (const traced_run* r : {&some, &none}) {
+  for (const testing::traced_run* r : {&some, &none}) {
     ASSERT_EQ(r->losses.size(), whole.losses.size());
     for (size_t i = 0; i < whole.losses.size(); ++i)
       EXPECT_EQ(std::memcmp(&r->losses[i], &whole.losses[i], sizeof(double)), 0)
@@ -111,7 +101,7 @@ TEST_P(HaloCacheBound, TrainsBitForBitAsEveryRowKeptAndOnlyBytesChange) {
   EXPECT_GT(training_bytes(none), training_bytes(some));
   EXPECT_GT(training_bytes(some), training_bytes(whole));
   if (centralized) {
-    const traced_run zero = run(settings(pipeline, layers, sparse, 0));
+    const testing::traced_run zero = run(settings(pipeline, layers, sparse, 0));
     EXPECT_EQ(training_bytes(zero), training_bytes(none)) << "a cache of 0 bytes keeps nothing";
   }
 }

@@ -14,6 +14,7 @@
 #include "model/dataset.hpp"
 #include "model/partitioner.hpp"
 #include "runtime/train/cluster_trainer.hpp"
+#include "runtime/train/training_report.hpp"
 #include "runtime/train/worker_actors.hpp"
 
 namespace degnn::testing {
@@ -22,6 +23,23 @@ namespace degnn::testing {
 inline const dataset& cora() {
   static const dataset d = load_dataset(std::filesystem::path(DEGNN_SOURCE_DIR) / "data" / "cora");
   return d;
+}
+
+/// A whole cluster run in this process: every step's loss, the result and the best validation
+/// accuracy its report kept.
+struct traced_run {
+  std::vector<double> losses;
+  cluster_result result;
+  double best_valid = 0;
+};
+
+inline traced_run run_traced(const train_settings& s, const dataset& d) {
+  traced_run t;
+  training_report report(s.pipeline, "", false);
+  t.result =
+      train_cluster(s, d, report, [&](std::uint64_t, double loss) { t.losses.push_back(loss); });
+  t.best_valid = report.best_valid();
+  return t;
 }
 
 /// The model configuration of settings s for dataset d.

@@ -12,7 +12,6 @@
 #include "model/partition_store.hpp"
 #include "model/partitioner.hpp"
 #include "runtime/train/cluster_trainer.hpp"
-#include "runtime/train/training_report.hpp"
 #include "tests/cluster/in_process_cluster.hpp"
 
 namespace degnn {
@@ -55,19 +54,8 @@ train_settings settings(const fs::path& set, const std::string& pipeline, int la
   return s;
 }
 
-struct traced_run {
-  std::vector<double> losses;
-  cluster_result result;
-  double best_valid = 0;
-};
-
-traced_run run(const train_settings& s) {
-  traced_run t;
-  training_report report(s.pipeline, "", false);
-  t.result = train_cluster(s, testing::cora(), report,
-                           [&](std::uint64_t, double loss) { t.losses.push_back(loss); });
-  t.best_valid = report.best_valid();
-  return t;
+testing::traced_run run(const train_settings& s) {
+  return testing::run_traced(s, testing::cora());
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -80,9 +68,9 @@ TEST_P(MappedPartition, TrainsBitForBitAsAPartReadIntoMemory) {
   const auto [pipeline, layers] = GetParam();
   temp_set set;
   train_settings s = settings(set.path, pipeline, layers);
-  const traced_run mapped = run(s);
+  const testing::traced_run mapped = run(s);
   s.partition_in_memory = true;
-  const traced_run read = run(s);
+  const testing::traced_run read = run(s);
   ASSERT_FALSE(mapped.losses.empty());
   ASSERT_EQ(mapped.losses.size(), read.losses.size());
   for (size_t i = 0; i < read.losses.size(); ++i)
