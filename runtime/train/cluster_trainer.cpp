@@ -19,6 +19,7 @@
 #include "runtime/process/compute_threads.hpp"
 #include "runtime/process/config_error.hpp"
 #include "runtime/process/process_stats.hpp"
+#include "runtime/process/progress_ticker.hpp"
 #include "runtime/train/actor_table.hpp"
 #include "runtime/train/cluster_identity.hpp"
 #include "runtime/train/cluster_resume.hpp"
@@ -75,7 +76,10 @@ void set_up_history(coordinator& coord, const train_settings& s, const replica_c
                     std::uint64_t first_step, cluster_result& result) {
   stopwatch clock;
   const std::uint64_t before = coord.traffic().sent.total_bytes();
-  coord.init_history(rc.num_layers, first_step);
+  {
+    const progress_ticker ticker("history set-up", std::chrono::seconds(30));
+    coord.init_history(rc.num_layers, first_step);
+  }
   result.init_bytes = coord.traffic().sent.total_bytes() - before;
   result.init_s = clock.seconds();
   // Only a set-up with hidden layers (4+ layers) has rows to quantize.
