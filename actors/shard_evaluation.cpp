@@ -368,10 +368,21 @@ void evaluate_range_by_range(self_ptr self, std::shared_ptr<evaluation_job> job)
   }
   std::sort(needed.begin(), needed.end());
   needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
-  auto pulls = halo_requests(st, *job, needed);
+  // Feature rows the halo cache holds (an earlier range of the set-up kept them) are read there;
+  // only the others travel.
+  std::vector<size_t> cached, fetched;  // indexes into needed
+  for (size_t j = 0; j < needed.size(); ++j)
+    (job->layer == 1 && st.halo.holds(0, needed[j]) ? cached : fetched).push_back(j);
+  std::vector<size_t> fetch_rows(fetched.size());
+  for (size_t j = 0; j < fetched.size(); ++j)
+    fetch_rows[j] = needed[fetched[j]];
+  auto pulls = halo_requests(st, *job, fetch_rows);
+  for (auto& pos : pulls.positions)
+    for (size_t& at : pos)
+      at = fetched[at];  // a fetched row's place among the range's rows
   gather(
       self, halo_atom_v, std::move(pulls.requests), st.settings.timeout,
-      [self, job, end, needed = std::move(needed),
+      [self, job, end, needed = std::move(needed), cached = std::move(cached),
        positions = std::move(pulls.positions)](std::vector<wire_message>& replies) {
         auto& st = self->state;
         const auto& part = *st.part;
@@ -380,6 +391,10 @@ void evaluate_range_by_range(self_ptr self, std::shared_ptr<evaluation_job> job)
                       layer_rows(st, job->layer - 1).cols());
           std::vector<std::int32_t> degree(needed.size(), 0);
           take_halo_rows(st, replies, positions, job->bits, rows, degree);
+          for (size_t j : cached) {
+            rows.row(static_cast<Eigen::Index>(j)) = st.halo.kept_row(0, needed[j]);
+            degree[j] = part.halo_degree[needed[j]];
+          }
           if (job->keep_features && !st.halo_features_loaded) {
             std::vector<node_id> nodes(needed.size());
             for (size_t j = 0; j < needed.size(); ++j)

@@ -151,10 +151,11 @@ bool halo_cache::holds(int level, std::size_t i) const {
 }
 
 Eigen::Map<const RowVector> halo_cache::kept_row(int level, std::size_t i) const {
-  if (!holds(level, i) || (level == 0 && (sparse_features_ || shares_features())))
+  if (!holds(level, i) || (level == 0 && sparse_features_))
     throw std::invalid_argument("halo row " + std::to_string(i) + " of level " +
                                 std::to_string(level) + " is not kept here as a dense row");
   const auto k = static_cast<std::size_t>(level);
+  if (level == 0 && shares_features()) return {shared_rows_[i], rows_[0].cols()};
   return {rows_[k].row(static_cast<Eigen::Index>(slot(level, i))).data(), rows_[k].cols()};
 }
 

@@ -61,7 +61,8 @@ class halo_cache {
   std::int64_t find(node_id g) const;
   /// Whether row i of level is kept and was received (its value may be read without asking).
   bool holds(int level, std::size_t i) const;
-  /// The kept value of row i of level (dense), or of level 0 (compressed); holds(level, i) first.
+  /// The kept value of row i of level (dense; shared features where their owner holds them), or
+  /// of level 0 (compressed); holds(level, i) first.
   Eigen::Map<const RowVector> kept_row(int level, std::size_t i) const;
   sparse_row_ref kept_feature(std::size_t i) const;
   /// Whether level holds rows at all (ensure_levels ran for it).
