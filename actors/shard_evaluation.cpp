@@ -4,20 +4,20 @@
 #include <map>
 #include <numeric>
 
-#include "actors/shard_internal.hpp"
+#include "actors/shard_evaluation_detail.hpp"
 #include "model/block_builder.hpp"
 #include "model/prediction_files.hpp"
 #include "model/sparse_input.hpp"
 
 namespace degnn::shard_detail {
 
-namespace {
-
 // Index of a remote source among the partition's halo (sorted, and it is there: checked on load).
 std::int32_t halo_index(const graph_partition& part, node_id global) {
   const auto it = std::lower_bound(part.halo.begin(), part.halo.end(), global);
   return static_cast<std::int32_t>(it - part.halo.begin());
 }
+
+namespace {
 
 // Full-neighbour block over every owned node: sources are the owned nodes, then the halo.
 block partition_block(const graph_partition& part) {
@@ -41,23 +41,14 @@ block partition_block(const graph_partition& part) {
   return b;
 }
 
+}  // namespace
+
 // Layer 0's rows are the part's features, in memory or in its mapped file.
 Eigen::Map<const Matrix> layer_rows(const shard_state& st, int layer) {
   if (layer == 0) return st.part->dense_features();
   const Matrix& h = st.eval_h.at(static_cast<size_t>(layer));
   return {h.data(), h.rows(), h.cols()};
 }
-
-// Where an evaluation range reads its halo sources: halo row i is rows.row(where[i]) (where
-// empty: row i), with in-degree degree[that row].
-struct halo_view {
-  const Matrix& rows;
-  std::span<const std::int32_t> where;
-  std::span<const std::int32_t> degree;
-  Eigen::Index row(std::size_t i) const {
-    return where.empty() ? static_cast<Eigen::Index>(i) : where[i];
-  }
-};
 
 // The end of the evaluation range that starts at begin: settings.evaluation_range owned nodes.
 // A last range of one node would take Eigen's matrix-vector product, which rounds otherwise than
@@ -165,6 +156,8 @@ void keep_feature_rows(shard_state& st, std::span<const node_id> nodes, const Ma
   st.halo.store(0, keep, keep, versions, kept, step);
 }
 
+namespace {
+
 // h^(layer) of every owned node from h^(layer - 1): its own rows (in memory, or at layer 1 in the
 // mapped part file) and the whole halo's in the replies (at layer 1 the set-up keeps the halo's
 // features in the halo cache).
@@ -251,25 +244,7 @@ void write_part_predictions(const shard_state& st, std::uint64_t step) {
        {"step", std::to_string(step)}});
 }
 
-// One layer of an evaluation in flight.
-struct evaluation_job {
-  int layer = 1;
-  std::uint64_t step = 0;
-  std::uint8_t bits = 32;      ///< precision of the halo rows asked for
-  bool keep_features = false;  ///< the set-up's first layer: the halo cache keeps feature rows
-  // Range by range only:
-  node_id begin = 0;                  ///< the next range's first owned node
-  Matrix next;                        ///< h^(layer) of the owned nodes, filled range by range
-  std::vector<std::int32_t> where;    ///< per halo row: its row among the range's, -1
-  std::vector<std::int32_t> scratch;  ///< assemble_block\'s, kept between ranges
-  caf::typed_response_promise<wire_message> rp;
-};
-
-struct halo_pulls {
-  std::vector<wire_request<shard_actor, halo_atom>> requests;
-  std::vector<std::vector<size_t>> positions;  ///< per request: indexes into the rows asked
-  std::vector<int> owners;                     ///< per request
-};
+}  // namespace
 
 // Requests for h^(layer - 1) of halo rows `rows` (halo indexes), per owner, capped in size.
 halo_pulls halo_requests(shard_state& st, const evaluation_job& job, std::span<const size_t> rows) {
@@ -322,110 +297,6 @@ wire_message layer_result(shard_state& st, int layer, std::uint64_t step) {
   count(st, kCoordinatorPart, msg);
   return msg;
 }
-
-// The layer's last range is done: its rows become h^(layer) and the coordinator gets its answer.
-void finish_range_by_range(shard_state& st, evaluation_job& job) {
-  if (job.keep_features) st.halo_features_loaded = true;
-  if (st.eval_h.size() <= static_cast<size_t>(job.layer))
-    st.eval_h.resize(static_cast<size_t>(job.layer) + 1);
-  st.eval_h[static_cast<size_t>(job.layer)] = std::move(job.next);
-  job.rp.deliver(layer_result(st, job.layer, job.step));
-}
-
-// With a bounded halo cache a layer runs one evaluation range at a time, each pulling the halo
-// rows it reads and letting them go after, so that no layer holds its whole halo's rows (a row
-// several ranges read travels once for each). The ranges are those of the whole-layer pass, so
-// the rows computed are the same bit for bit.
-void evaluate_range_by_range(self_ptr self, std::shared_ptr<evaluation_job> job) {
-  auto& st = self->state;
-  const auto& part = *st.part;
-  std::vector<size_t> needed;  // halo rows the range reads, ascending
-  node_id end = 0;
-  try {
-    // Ranges that read no halo row run here, one after the other, without a round trip.
-    while (true) {
-      end = range_end(st, job->begin);
-      needed.clear();
-      for (edge_offset e = part.indptr[static_cast<size_t>(job->begin)];
-           e < part.indptr[static_cast<size_t>(end)]; ++e) {
-        if (part.src_local[static_cast<size_t>(e)] < 0)
-          needed.push_back(
-              static_cast<size_t>(halo_index(part, part.src_global[static_cast<size_t>(e)])));
-      }
-      if (!needed.empty()) break;
-      const Matrix none;
-      evaluate_owned(st, job->layer, job->begin, end, {none, {}, {}}, job->next, job->scratch);
-      job->begin = end;
-      if (end >= part.num_owned()) {
-        finish_range_by_range(st, *job);
-        return;
-      }
-    }
-  } catch (const std::exception& e) {
-    ++st.rejected;
-    job->rp.deliver(as_error(st, actor_errc::rejected, std::string("evaluate: ") + e.what()));
-    return;
-  }
-  std::sort(needed.begin(), needed.end());
-  needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
-  // Feature rows the halo cache holds (an earlier range of the set-up kept them) are read there;
-  // only the others travel.
-  std::vector<size_t> cached, fetched;  // indexes into needed
-  for (size_t j = 0; j < needed.size(); ++j)
-    (job->layer == 1 && st.halo.holds(0, needed[j]) ? cached : fetched).push_back(j);
-  std::vector<size_t> fetch_rows(fetched.size());
-  for (size_t j = 0; j < fetched.size(); ++j)
-    fetch_rows[j] = needed[fetched[j]];
-  auto pulls = halo_requests(st, *job, fetch_rows);
-  for (auto& pos : pulls.positions)
-    for (size_t& at : pos)
-      at = fetched[at];  // a fetched row's place among the range's rows
-  gather(
-      self, halo_atom_v, std::move(pulls.requests), st.settings.timeout,
-      [self, job, end, needed = std::move(needed), cached = std::move(cached),
-       positions = std::move(pulls.positions)](std::vector<wire_message>& replies) {
-        auto& st = self->state;
-        const auto& part = *st.part;
-        try {
-          Matrix rows(static_cast<Eigen::Index>(needed.size()),
-                      layer_rows(st, job->layer - 1).cols());
-          std::vector<std::int32_t> degree(needed.size(), 0);
-          take_halo_rows(st, replies, positions, job->bits, rows, degree);
-          for (size_t j : cached) {
-            rows.row(static_cast<Eigen::Index>(j)) = st.halo.kept_row(0, needed[j]);
-            degree[j] = part.halo_degree[needed[j]];
-          }
-          if (job->keep_features && !st.halo_features_loaded) {
-            std::vector<node_id> nodes(needed.size());
-            for (size_t j = 0; j < needed.size(); ++j)
-              nodes[j] = part.halo[needed[j]];
-            keep_feature_rows(st, nodes, rows, job->step);
-          }
-          for (size_t j = 0; j < needed.size(); ++j)
-            job->where[needed[j]] = static_cast<std::int32_t>(j);
-          evaluate_owned(st, job->layer, job->begin, end, {rows, job->where, degree}, job->next,
-                         job->scratch);
-          for (size_t i : needed)
-            job->where[i] = -1;
-          job->begin = end;
-        } catch (const std::exception& e) {
-          ++st.rejected;
-          job->rp.deliver(as_error(st, actor_errc::rejected, std::string("evaluate: ") + e.what()));
-          return;
-        }
-        if (end < part.num_owned())
-          evaluate_range_by_range(self, job);
-        else
-          finish_range_by_range(st, *job);
-      },
-      [self, job, owners = std::move(pulls.owners)](std::size_t r, const caf::error& err) {
-        job->rp.deliver(as_error(self->state, actor_errc::peer_failed,
-                                 "halo request to partition " + std::to_string(owners[r]) +
-                                     " failed: " + caf::to_string(err)));
-      });
-}
-
-}  // namespace
 
 caf::result<wire_message> evaluate_layer(self_ptr self, const wire::control& c) {
   auto& st = self->state;
