@@ -13,8 +13,7 @@ namespace degnn::shard_detail {
 
 // Index of a remote source among the partition's halo (sorted, and it is there: checked on load).
 std::int32_t halo_index(const graph_partition& part, node_id global) {
-  const auto it = std::lower_bound(part.halo.begin(), part.halo.end(), global);
-  return static_cast<std::int32_t>(it - part.halo.begin());
+  return static_cast<std::int32_t>(halo_position(part, global));
 }
 
 namespace {

@@ -134,16 +134,16 @@ void halo_cache::ensure_levels(std::span<const Eigen::Index> widths, bool sparse
   }
 }
 
-std::size_t halo_cache::index(node_id g) const {
-  const auto it = std::lower_bound(halo_.begin(), halo_.end(), g);
-  if (it == halo_.end() || *it != g)
-    throw std::invalid_argument("node " + std::to_string(g) + " is not in this shard's halo");
-  return static_cast<std::size_t>(it - halo_.begin());
-}
-
 std::int64_t halo_cache::find(node_id g) const {
   const auto it = std::lower_bound(halo_.begin(), halo_.end(), g);
   return it == halo_.end() || *it != g ? -1 : it - halo_.begin();
+}
+
+std::size_t halo_cache::index(node_id g) const {
+  const std::int64_t at = find(g);
+  if (at < 0)
+    throw std::invalid_argument("node " + std::to_string(g) + " is not in this shard's halo");
+  return static_cast<std::size_t>(at);
 }
 
 bool halo_cache::holds(int level, std::size_t i) const {

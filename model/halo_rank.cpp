@@ -37,12 +37,12 @@ std::vector<std::vector<double>> halo_read_scores(const graph_partition& part,
           continue;
         }
         const node_id g = part.src_global[static_cast<std::size_t>(e)];
-        const auto at = std::lower_bound(part.halo.begin(), part.halo.end(), g);
-        if (at == part.halo.end() || *at != g)
+        const std::int64_t at = halo_position(part, g);
+        if (at < 0)
           throw std::invalid_argument("halo_read_scores: in-neighbour " + std::to_string(g) +
                                       " of partition " + std::to_string(part.part) +
                                       " is neither owned nor in its halo");
-        level_reads[static_cast<std::size_t>(at - part.halo.begin())] += w;
+        level_reads[static_cast<std::size_t>(at)] += w;
       }
     }
     reach.swap(next);

@@ -182,6 +182,11 @@ void set_feature_layout(graph_partition& p, bool sparse) {
   }
 }
 
+std::int64_t halo_position(const graph_partition& p, node_id g) {
+  const auto it = std::lower_bound(p.halo.begin(), p.halo.end(), g);
+  return it == p.halo.end() || *it != g ? -1 : it - p.halo.begin();
+}
+
 std::size_t feature_row_bytes(const graph_partition& p) {
   return static_cast<std::size_t>(p.features.cols()) * sizeof(float);
 }

@@ -71,6 +71,9 @@ void copy_mapped_features(graph_partition& p);
 /// them; a compressed row takes at most twice its dense bytes (8 per non-zero against 4 per
 /// entry), so a message of compressed rows stays within twice the cap.
 std::size_t feature_row_bytes(const graph_partition& p);
+
+/// Position of global node g in p.halo (sorted), -1 when g is not in it.
+std::int64_t halo_position(const graph_partition& p, node_id g);
 /// apply_feature_transform (model/feature_transform.hpp) on p's features, in either layout.
 void apply_feature_transform(const std::string& name, graph_partition& p);
 /// A run's feature settings on a part read from a file: its layout, then the transform.
