@@ -383,3 +383,11 @@ TEST(DenseLayer, BackwardMatchesFiniteDifferences) {
   EXPECT_LT(max_grad_error(b, gb, loss, 1e-2f), 1e-3);
   EXPECT_LT(max_grad_error(x, gx, loss, 1e-2f), 1e-3);
 }
+
+TEST(GemmBlocking, IsPinnedSoFloatBitsDoNotDependOnTheMachinesCaches) {
+  // model/layers.cpp fixes what Eigen would read from CPUID (the golden runs differed between
+  // 32 KiB and 48 KiB L1 machines before).
+  EXPECT_EQ(Eigen::l1CacheSize(), 48 * 1024);
+  EXPECT_EQ(Eigen::l2CacheSize(), 2 * 1024 * 1024);
+  EXPECT_EQ(Eigen::l3CacheSize(), 32 * 1024 * 1024);
+}
