@@ -4,6 +4,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -85,6 +86,12 @@ std::string encode_checkpoint(const gnn_model& model, const adam& opt) {
   w.put<std::int32_t>(c.num_classes);
   w.put<std::int32_t>(c.num_layers);
   w.put<float>(c.dropout);
+  if (c.kind == model_kind::gat) {  // only GAT checkpoints carry these, so others read as before
+    w.put<std::int32_t>(c.heads);
+    w.put<std::int32_t>(c.output_heads);
+    w.put<float>(c.attention_dropout);
+    w.put<float>(c.input_dropout);
+  }
   const auto params = model.parameters();
   w.put<std::uint64_t>(params.size());
   for (const Matrix* m : params)
@@ -146,7 +153,7 @@ checkpoint decode_checkpoint(std::string_view bytes, const std::string& file) {
   reader r{file, payload, payload + size};
   model_config c;
   const auto kind = r.get<std::int32_t>("model kind");
-  if (kind != 0 && kind != 1)
+  if (kind != 0 && kind != 1 && kind != 2)
     throw data_error::at(file, 0, "checkpoint has unknown model kind " + std::to_string(kind));
   c.kind = static_cast<model_kind>(kind);
   c.in_dim = r.get<std::int32_t>("in_dim");
@@ -154,6 +161,12 @@ checkpoint decode_checkpoint(std::string_view bytes, const std::string& file) {
   c.num_classes = r.get<std::int32_t>("num_classes");
   c.num_layers = r.get<std::int32_t>("num_layers");
   c.dropout = r.get<float>("dropout");
+  if (c.kind == model_kind::gat) {
+    c.heads = r.get<std::int32_t>("heads");
+    c.output_heads = r.get<std::int32_t>("output heads");
+    c.attention_dropout = r.get<float>("attention dropout");
+    c.input_dropout = r.get<float>("input dropout");
+  }
   // Every layer holds at least an in x out weight: those floats must fit in what is left of the
   // payload before the model is built, or a damaged or forged config (the CRC is no signature)
   // would allocate whatever sizes it names. (Found by tests/fuzz/files_fuzz.cpp: 37 GB.)
@@ -163,7 +176,11 @@ checkpoint decode_checkpoint(std::string_view bytes, const std::string& file) {
     for (std::int32_t l = 0; l < c.num_layers && bytes <= left; ++l) {
       const std::int32_t in = l == 0 ? c.in_dim : c.hidden;
       const std::int32_t out = l + 1 == c.num_layers ? c.num_classes : c.hidden;
-      bytes += 4 * static_cast<unsigned __int128>(in) * static_cast<unsigned __int128>(out);
+      // A GAT output layer projects to output_heads x num_classes.
+      const std::int32_t copies =
+          c.kind == model_kind::gat && l + 1 == c.num_layers ? std::max(c.output_heads, 1) : 1;
+      bytes += 4 * static_cast<unsigned __int128>(in) * static_cast<unsigned __int128>(out) *
+               static_cast<unsigned __int128>(copies);
     }
     if (bytes > left)
       throw data_error::at(file, 0,

@@ -1,5 +1,6 @@
 // gnn_model: runs the blocks of a batch through the layer stack, caching what backward needs.
 #include "model/gnn_model.hpp"
+#include "model/gat_layer.hpp"
 #include "model/hashing.hpp"
 #include "model/sparse_input.hpp"
 
@@ -15,19 +16,32 @@ gnn_model::gnn_model(const model_config& config, std::uint64_t init_seed) : conf
     throw std::invalid_argument("gnn_model: in_dim, hidden, num_classes, num_layers must be > 0");
   if (config.dropout < 0.0f || config.dropout >= 1.0f)
     throw std::invalid_argument("gnn_model: dropout must be in [0, 1)");
+  if (config.kind == model_kind::gat &&
+      (config.heads <= 0 || config.output_heads <= 0 || config.hidden % config.heads != 0))
+    throw std::invalid_argument("gnn_model: GAT needs heads > 0 dividing hidden (" +
+                                std::to_string(config.hidden) + ") and output heads > 0");
   for (std::int32_t l = 0; l < config.num_layers; ++l) {
     const std::int32_t in = l == 0 ? config.in_dim : config.hidden;
     const std::int32_t out = l + 1 == config.num_layers ? config.num_classes : config.hidden;
+    const bool last = l + 1 == config.num_layers;
     if (config.kind == model_kind::sage)
       layers_.push_back(std::make_unique<sage_layer>(in, out));
-    else
+    else if (config.kind == model_kind::gcn)
       layers_.push_back(std::make_unique<gcn_layer>(in, out));
+    else
+      layers_.push_back(std::make_unique<gat_layer>(
+          in, out, last ? config.output_heads : config.heads,
+          /*concat=*/!last, config.attention_dropout, l == 0 ? config.input_dropout : 0.0f));
     layers_.back()->init(mix64(init_seed + static_cast<std::uint64_t>(l)));
   }
 }
 
 std::uint64_t layer_dropout_seed(std::uint64_t dropout_seed, std::int32_t layer) {
   return mix64(dropout_seed ^ mix64(static_cast<std::uint64_t>(layer) + 1));
+}
+
+std::uint64_t attention_dropout_seed(std::uint64_t dropout_seed, std::int32_t layer) {
+  return mix64(layer_dropout_seed(dropout_seed, layer) ^ 0x6a7ULL);
 }
 
 Matrix gnn_model::forward(const sampled_batch& batch, const Matrix& input, bool training,
@@ -72,6 +86,7 @@ Matrix gnn_model::run(const sampled_batch& batch, const Matrix* dense, const spa
   Matrix scratch;
   for (std::int32_t l = 0; l < n; ++l) {
     Matrix& out = l + 1 == n ? logits : hidden_[l];  // (num_dst of block l, out_dim)
+    if (training) layers_[l]->set_attention_seed(attention_dropout_seed(dropout_seed, l));
     if (l == 0 && sparse)
       sparse_layer_forward(*layers_[0], batch.blocks[0], *sparse, out, sparse_cache_.get());
     else if (l == 0 && table)

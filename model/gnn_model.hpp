@@ -1,4 +1,4 @@
-// The GNN model: a stack of SAGE or GCN layers with ReLU + dropout between them, trained on
+// The GNN model: a stack of SAGE, GCN or GAT layers with ReLU + dropout between them, trained on
 // sampled mini-batches. Parameters are exposed as a flat list for the gradient all-reduce.
 #pragma once
 
@@ -21,7 +21,7 @@ struct feature_table {
   const Matrix* rows = nullptr;
 };
 
-enum class model_kind : std::int32_t { sage = 0, gcn = 1 };
+enum class model_kind : std::int32_t { sage = 0, gcn = 1, gat = 2 };
 
 struct model_config {
   model_kind kind = model_kind::sage;
@@ -30,6 +30,12 @@ struct model_config {
   std::int32_t num_classes = 0;  ///< logits width
   std::int32_t num_layers = 2;   ///< = number of blocks in a batch
   float dropout = 0.5f;          ///< drop probability between layers (training only)
+  // GAT only: hidden layers concatenate `heads` heads of hidden/heads each, the last layer
+  // averages `output_heads` heads of num_classes each.
+  std::int32_t heads = 8;
+  std::int32_t output_heads = 1;
+  float attention_dropout = 0.6f;  ///< drop probability of an attention weight (training only)
+  float input_dropout = 0.0f;      ///< drop probability of an input feature (first layer, training)
 
   bool operator==(const model_config&) const = default;
 };
@@ -97,6 +103,8 @@ class gnn_model {
 /// Seed of the dropout mask after layer `layer` for a forward with `dropout_seed`; pipelines
 /// that compute a batch piecewise use it to drop exactly what gnn_model::forward drops.
 std::uint64_t layer_dropout_seed(std::uint64_t dropout_seed, std::int32_t layer);
+/// Seed of layer `layer`'s attention dropout (GAT) for a forward with `dropout_seed`.
+std::uint64_t attention_dropout_seed(std::uint64_t dropout_seed, std::int32_t layer);
 
 /// Concatenates the matrices' entries (row-major, in list order) into one vector.
 std::vector<float> flatten(std::span<const Matrix* const> mats);

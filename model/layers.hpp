@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -52,11 +53,17 @@ void glorot_uniform(Matrix& w, std::uint64_t seed);
 
 // -- message-passing layers --
 
+struct attention_cache;
+
 /// What forward keeps for backward (empty after an inference-only forward).
 struct layer_cache {
   Matrix h_dst;          ///< (num_dst, in): the dst rows of the input (SAGE self term)
   Matrix agg;            ///< (num_dst, in): aggregated neighbour features
   edge_weights weights;  ///< GCN normalisation of the block
+  /// GAT (model/gat_layer.hpp): the projections, scores and softmax of the forward.
+  std::shared_ptr<attention_cache> attention;
+  /// Seed of a training forward's attention dropout (GAT), set before the forward.
+  std::uint64_t attention_seed = 0;
 };
 
 /// One message-passing layer: parameters, their gradients (same order and shapes) and a cache.
@@ -77,6 +84,8 @@ class gnn_layer {
                         layer_cache* cache) const {
     apply_rows(b, table, b.src_nodes, out, cache);
   }
+  /// Keys the attention dropout of the next training forward() (GAT; other layers ignore it).
+  void set_attention_seed(std::uint64_t seed) { cache_.attention_seed = seed; }
   /// apply() that keeps the cache in the layer when keep_cache (training).
   void forward(const block& b, const Matrix& h_src, Matrix& out, bool keep_cache) {
     apply(b, h_src, out, keep_cache ? &cache_ : nullptr);

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "model/data_error.hpp"
 #include "model/durable_file.hpp"
@@ -132,6 +133,8 @@ std::vector<named_tensor> export_tensors(const gnn_model& model) {
 }
 
 std::string encode_model_file(const gnn_model& model, const model_settings& s, model_format f) {
+  if (model.config().kind == model_kind::gat)
+    throw std::invalid_argument("model files hold SAGE and GCN models; GAT's is not written yet");
   model_settings settings = s;
   settings.config = model.config();
   const std::vector<named_tensor> tensors = export_tensors(model);
@@ -242,9 +245,10 @@ loaded_model decode_model_file(std::string_view bytes, const std::string& file) 
 }
 
 std::string model_summary(const model_config& c) {
-  return std::string(c.kind == model_kind::gcn ? "gcn" : "sage") + ", " +
-         std::to_string(c.num_layers) + " layers, " + std::to_string(c.in_dim) + " -> " +
-         std::to_string(c.hidden) + " -> " + std::to_string(c.num_classes);
+  const char* kind = c.kind == model_kind::gcn ? "gcn" : c.kind == model_kind::gat ? "gat" : "sage";
+  return std::string(kind) + ", " + std::to_string(c.num_layers) + " layers, " +
+         std::to_string(c.in_dim) + " -> " + std::to_string(c.hidden) + " -> " +
+         std::to_string(c.num_classes);
 }
 
 model_settings init_from_model_file(gnn_model& model, const std::filesystem::path& path,

@@ -17,9 +17,15 @@ model_config to_model_config(const replica_config& c) {
     m.kind = model_kind::sage;
   } else if (c.model == "gcn") {
     m.kind = model_kind::gcn;
+  } else if (c.model == "gat") {
+    m.kind = model_kind::gat;
   } else {
-    throw std::invalid_argument("model must be sage or gcn, got '" + c.model + "'");
+    throw std::invalid_argument("model must be sage, gcn or gat, got '" + c.model + "'");
   }
+  m.heads = c.heads;
+  m.output_heads = c.output_heads;
+  m.attention_dropout = c.attention_dropout;
+  m.input_dropout = c.input_dropout;
   m.in_dim = c.in_dim;
   m.hidden = c.hidden;
   m.num_classes = c.num_classes;

@@ -15,9 +15,13 @@
 namespace degnn {
 
 struct replica_config {
-  std::string model = "sage";  ///< sage | gcn
+  std::string model = "sage";  ///< sage | gcn | gat
   std::int32_t in_dim = 0, hidden = 128, num_classes = 0, num_layers = 2;
   float dropout = 0.5f;
+  /// GAT only (model_config): heads of the hidden layers and of the output layer, dropout of the
+  /// attention weights and of the input features.
+  std::int32_t heads = 8, output_heads = 1;
+  float attention_dropout = 0.6f, input_dropout = 0.0f;
   float lr = 0.01f, weight_decay = 0.0f;
   std::uint64_t seed = 1;  ///< parameter initialisation
 };

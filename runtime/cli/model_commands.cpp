@@ -72,8 +72,12 @@ int infer_on_partitions(const option_set& opts, const loaded_model& m, std::int3
       throw config_error(std::string("--") + key +
                          " applies to --data only (the partitions hold the features; the model "
                          "file names its input transform)");
-  const partition_meta meta = load_partition_meta(opts.str("partitions"));
   const model_config& c = m.model.config();
+  if (c.kind == model_kind::gat)
+    throw config_error(
+        "--partitions: the cluster's inference runs SAGE and GCN models; infer this "
+        "GAT model on --data (one process)");
+  const partition_meta meta = load_partition_meta(opts.str("partitions"));
   if (meta.num_features != c.in_dim || meta.num_classes != c.num_classes)
     throw config_error("the model (" + model_summary(c) + ") does not fit " +
                        opts.str("partitions") + " (" + std::to_string(meta.num_features) +

@@ -69,6 +69,14 @@ cluster_identity identity_of(const train_settings& s, const partition_meta& meta
   cluster_identity id;
   for (const auto& [k, v] : kv)
     id.lines.push_back(k + "=" + v);
+  // GAT's settings only for GAT runs: the identity (and so the run id of checkpoints) of the
+  // other models stays what it was.
+  if (s.model.model == "gat") {
+    id.lines.push_back("heads=" + std::to_string(s.model.heads));
+    id.lines.push_back("output_heads=" + std::to_string(s.model.output_heads));
+    id.lines.push_back("attention_dropout=" + number(s.model.attention_dropout));
+    id.lines.push_back("input_dropout=" + number(s.model.input_dropout));
+  }
   return id;
 }
 

@@ -192,9 +192,17 @@ std::uint64_t steps_of(const train_settings& s, const dataset& d, const partitio
 
 // -- 1 partition: the same computation as the single-process trainer --
 
-TEST(CentralizedPipeline, OnePartitionMatchesTheSingleProcessTrainerStepByStep) {
+class CentralizedOnePartition : public ::testing::TestWithParam<const char*> {};
+
+// GraphSAGE, and GAT (attention and its dropout on the batch owner, the evaluation's layer-wise
+// pass on the shard) alike.
+TEST_P(CentralizedOnePartition, MatchesTheSingleProcessTrainerStepByStep) {
   const dataset& d = cora();
   train_settings s = small_settings(1);
+  s.model.model = GetParam();
+  s.model.heads = 4;
+  s.model.output_heads = 2;
+  s.model.input_dropout = 0.2f;
   loss_trace single, cluster;
   training_report quiet_a("single", "", false), quiet_b("cluster", "", false);
   const std::vector<float> p_single = train_single(s, d, quiet_a, single.hook());
@@ -225,6 +233,34 @@ TEST(CentralizedPipeline, OnePartitionMatchesTheSingleProcessTrainerStepByStep) 
   EXPECT_EQ(r.traffic.rejected, 0u);
   for (auto b : r.epoch_bytes)
     EXPECT_EQ(b, 0u);
+  // The cluster's evaluation (per shard, layer by layer) gives the single process's accuracies.
+  EXPECT_EQ(quiet_b.best_valid(), quiet_a.best_valid());
+  EXPECT_EQ(quiet_b.test_at_best(), quiet_a.test_at_best());
+}
+
+INSTANTIATE_TEST_SUITE_P(CentralizedPipeline, CentralizedOnePartition,
+                         ::testing::Values("sage", "gat"));
+
+// GAT on 4 parts: every replica the same after training, and the accuracy of a GAT.
+TEST(CentralizedPipeline, GatOnFourPartitionsTrainsIdenticalReplicasToItsBand) {
+  const dataset& d = cora();
+  train_settings s = small_settings(4);
+  s.model.model = "gat";
+  s.model.hidden = 64;
+  s.model.heads = 8;
+  s.model.dropout = 0.6f;
+  s.model.weight_decay = 0.01f;
+  s.model.lr = 0.005f;
+  s.fanouts = {-1, -1};
+  s.batch_size = 16;  // 4 workers x 16: the single process's batch of 64
+  s.epochs = 30;
+  training_report quiet("gat-4", "", false);
+  const cluster_result r = train_cluster(s, d, quiet, {});
+  EXPECT_TRUE(r.replicas_identical);
+  EXPECT_EQ(r.traffic.rejected, 0u);
+  std::printf("GAT on 4 parts: test accuracy %.4f at best validation %.4f\n", quiet.test_at_best(),
+              quiet.best_valid());
+  EXPECT_GE(quiet.test_at_best(), 0.78);
 }
 
 // -- 4 partitions --

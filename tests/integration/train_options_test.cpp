@@ -64,6 +64,14 @@ TEST(TrainOptions, AnOptionTheRunWouldIgnoreIsAnErrorNamingIt) {
       {{"--data", cora, "--parts", "2", "--compare-with", "decentralized", "--resume",
         dir.path.string()},
        "--compare-with trains the whole run again"},
+      {{"--data", cora, "--model", "gat", "--hidden", "60", "--heads", "8"},
+       "--heads 8 must divide --hidden 60"},
+      {{"--data", cora, "--heads", "4"}, "--heads applies to --model gat only"},
+      {{"--data", cora, "--model", "gat", "--parts", "2", "--pipeline", "decentralized"},
+       "the decentralized pipeline does not push attention yet"},
+      {{"--data", cora, "--model", "gat", "--sparse-features"}, "--model gat reads dense features"},
+      {{"--data", cora, "--model", "gat", "--save-model", (dir.path / "m.safetensors").string()},
+       "--save-model: model files hold SAGE and GCN models"},
   };
   for (const auto& bad : cases) {
     std::vector<std::string> args = {"train", "--epochs", "1", "--no-progress"};

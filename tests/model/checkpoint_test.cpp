@@ -84,6 +84,43 @@ TEST(Checkpoint, RoundTripRestoresConfigParametersAndAdamStateExactly) {
   EXPECT_TRUE(load_checkpoint(file).optimizer.state().m.empty());
 }
 
+TEST(Checkpoint, AGatModelRoundTripsWithItsHeadsAndDropouts) {
+  temp_dir dir;
+  model_config c{.kind = model_kind::gat,
+                 .in_dim = 5,
+                 .hidden = 6,
+                 .num_classes = 3,
+                 .num_layers = 2,
+                 .dropout = 0.1f};
+  c.heads = 3;
+  c.output_heads = 2;
+  c.attention_dropout = 0.4f;
+  c.input_dropout = 0.2f;
+  gnn_model model(c, 5);
+  const fs::path file = dir.path / "gat.ckpt";
+  save_checkpoint(file, model, adam{});
+  checkpoint back = load_checkpoint(file);
+  EXPECT_EQ(back.model.config(), c);
+  EXPECT_EQ(flatten(back.model.parameters()), flatten(model.parameters()));
+  // A forged output head count is refused before the model is built (the weights would not fit).
+  std::string bytes = read_all(file);
+  constexpr std::size_t kHeader = 24;              // magic, version, CRC, payload size
+  constexpr std::size_t kOutputHeads = 6 * 4 + 4;  // six config fields, then heads, output heads
+  const std::int32_t huge = 1 << 30;
+  std::memcpy(bytes.data() + kHeader + kOutputHeads, &huge, sizeof huge);
+  // With the checksum made right again, so the config check is what refuses it.
+  const std::uint32_t crc = crc32_update(0, bytes.data() + kHeader, bytes.size() - kHeader);
+  std::memcpy(bytes.data() + 12, &crc, sizeof crc);
+  write_all(file, bytes);
+  try {
+    (void)load_checkpoint(file);
+    ADD_FAILURE() << "no exception for 2^30 output heads";
+  } catch (const data_error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs more weights than its"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Checkpoint, ACorruptedByteThrowsDataErrorNamingTheFile) {
   temp_dir dir;
   auto [model, opt] = trained();
