@@ -17,18 +17,34 @@ namespace {
 
 constexpr const char* kSettingsEntry = "degnn_settings";
 
+const char* model_name(model_kind k) {
+  return k == model_kind::gcn ? "gcn" : k == model_kind::gat ? "gat" : "sage";
+}
+
+// What each model's layer aggregates with, as the file names it.
+const char* aggregator_of(const std::string& model) {
+  return model == "gcn" ? "gcn" : model == "gat" ? "attention" : "mean";
+}
+
 std::map<std::string, std::string> settings_strings(const model_settings& s) {
   const model_config& c = s.config;
-  return {{"degnn_model_file", "1"},
-          {"model", c.kind == model_kind::gcn ? "gcn" : "sage"},
-          {"aggregator", c.kind == model_kind::gcn ? "gcn" : "mean"},
-          {"layers", std::to_string(c.num_layers)},
-          {"in_dim", std::to_string(c.in_dim)},
-          {"hidden", std::to_string(c.hidden)},
-          {"num_classes", std::to_string(c.num_classes)},
-          {"dropout", std::to_string(c.dropout)},
-          {"normalize_features", s.normalize_features},
-          {"step", std::to_string(s.step)}};
+  std::map<std::string, std::string> m = {{"degnn_model_file", "1"},
+                                          {"model", model_name(c.kind)},
+                                          {"aggregator", aggregator_of(model_name(c.kind))},
+                                          {"layers", std::to_string(c.num_layers)},
+                                          {"in_dim", std::to_string(c.in_dim)},
+                                          {"hidden", std::to_string(c.hidden)},
+                                          {"num_classes", std::to_string(c.num_classes)},
+                                          {"dropout", std::to_string(c.dropout)},
+                                          {"normalize_features", s.normalize_features},
+                                          {"step", std::to_string(s.step)}};
+  if (c.kind == model_kind::gat) {
+    m["heads"] = std::to_string(c.heads);
+    m["output_heads"] = std::to_string(c.output_heads);
+    m["attention_dropout"] = std::to_string(c.attention_dropout);
+    m["input_dropout"] = std::to_string(c.input_dropout);
+  }
+  return m;
 }
 
 model_settings parse_settings(const std::map<std::string, std::string>& m,
@@ -50,26 +66,45 @@ model_settings parse_settings(const std::map<std::string, std::string>& m,
   };
   model_settings s;
   const std::string& model = field("model");
-  if (model != "sage" && model != "gcn")
-    throw data_error::at(file, 0, "its model '" + model + "' is neither sage nor gcn");
-  s.config.kind = model == "gcn" ? model_kind::gcn : model_kind::sage;
+  if (model != "sage" && model != "gcn" && model != "gat")
+    throw data_error::at(file, 0, "its model '" + model + "' is none of sage, gcn and gat");
+  s.config.kind = model == "gcn"   ? model_kind::gcn
+                  : model == "gat" ? model_kind::gat
+                                   : model_kind::sage;
   s.config.num_layers = static_cast<std::int32_t>(number("layers"));
   s.config.in_dim = static_cast<std::int32_t>(number("in_dim"));
   s.config.hidden = static_cast<std::int32_t>(number("hidden"));
   s.config.num_classes = static_cast<std::int32_t>(number("num_classes"));
-  if (auto it = m.find("dropout"); it != m.end()) {
+  // An optional probability in [0, 1).
+  auto probability = [&](const char* key, float& into) {
+    const auto it = m.find(key);
+    if (it == m.end()) return;
     float p = 0;
     const std::string& text = it->second;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), p);
     if (ec != std::errc() || end != text.data() + text.size() || !(p >= 0 && p < 1))
-      throw data_error::at(file, 0, "its dropout '" + text + "' is not a number in [0, 1)");
-    s.config.dropout = p;
+      throw data_error::at(file, 0,
+                           std::string("its ") + key + " '" + text + "' is not a number in [0, 1)");
+    into = p;
+  };
+  probability("dropout", s.config.dropout);
+  if (s.config.kind == model_kind::gat) {
+    // Heads are bounded by the widths they divide or multiply, so the settings alone cannot ask
+    // for an unbounded model (the tensors' shapes are checked against them before any build).
+    s.config.heads = static_cast<std::int32_t>(number("heads", 1 << 16));
+    s.config.output_heads = static_cast<std::int32_t>(number("output_heads", 1 << 16));
+    probability("attention_dropout", s.config.attention_dropout);
+    probability("input_dropout", s.config.input_dropout);
+    if (s.config.heads < 1 || s.config.output_heads < 1 || s.config.hidden % s.config.heads != 0)
+      throw data_error::at(file, 0,
+                           "its heads (" + std::to_string(s.config.heads) +
+                               ") do not divide its hidden width " +
+                               std::to_string(s.config.hidden) + " or a head count is 0");
   }
-  if (auto it = m.find("aggregator");
-      it != m.end() && it->second != (model == "gcn" ? "gcn" : "mean"))
+  if (auto it = m.find("aggregator"); it != m.end() && it->second != aggregator_of(model))
     throw data_error::at(file, 0,
                          "its aggregator '" + it->second + "' is not what a " + model +
-                             " layer computes here (" + (model == "gcn" ? "gcn" : "mean") + ")");
+                             " layer computes here (" + aggregator_of(model) + ")");
   if (auto it = m.find("normalize_features"); it != m.end()) s.normalize_features = it->second;
   if (s.normalize_features != "none" && s.normalize_features != "row")
     throw data_error::at(
@@ -79,24 +114,35 @@ model_settings parse_settings(const std::map<std::string, std::string>& m,
 }
 
 // Where each exported tensor lives among the model's parameters (gnn_model::parameters(), layer by
-// layer: SAGE w_self, w_neigh, bias; GCN weight, bias), and whether it is stored transposed.
+// layer: SAGE w_self, w_neigh, bias; GCN weight, bias; GAT weight, attn_l, attn_r, bias), and how
+// it is stored: transposed, as DGL's (1, H, F) attention vectors, or a bias DGL keeps per head.
 template <class M>
 struct slot {
   std::string name;
   M* matrix;
-  bool transposed;  ///< exported (out, in) from the layer's (in, out)
-  bool vector;      ///< exported as 1-D (the (1, out) bias)
+  bool transposed;           ///< exported (out, in) from the layer's (in, out)
+  bool vector;               ///< exported as 1-D (the (1, out) bias)
+  bool leading_one = false;  ///< exported (1, rows, cols): GATConv's attn_l / attn_r
+  /// Exported `copies` times over (1-D): GATConv adds a bias per head before averaging them, we
+  /// after; read back as the mean of the copies, which is the same output.
+  std::int64_t copies = 1;
 };
 
 template <class M>
 std::vector<slot<M>> slots_of(const model_config& c, const std::vector<M*>& params) {
   std::vector<slot<M>> out;
-  const bool gcn = c.kind == model_kind::gcn;
-  const std::size_t per_layer = gcn ? 2 : 3;
+  const bool gcn = c.kind == model_kind::gcn, gat = c.kind == model_kind::gat;
+  const std::size_t per_layer = gcn ? 2 : gat ? 4 : 3;
   for (std::int32_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     M* const* at = params.data() + static_cast<std::size_t>(l) * per_layer;
-    if (gcn) {
+    if (gat) {
+      const bool last = l + 1 == c.num_layers;
+      out.push_back({p + "fc.weight", at[0], true, false});
+      out.push_back({p + "attn_l", at[1], false, false, true});
+      out.push_back({p + "attn_r", at[2], false, false, true});
+      out.push_back({p + "bias", at[3], false, true, false, last ? c.output_heads : 1});
+    } else if (gcn) {
       out.push_back({p + "weight", at[0], false, false});
       out.push_back({p + "bias", at[1], false, true});
     } else {
@@ -117,7 +163,11 @@ std::vector<named_tensor> export_tensors(const gnn_model& model) {
     named_tensor t;
     t.name = s.name;
     if (s.vector) {
-      t.shape = {m.size()};
+      t.shape = {m.size() * s.copies};
+      for (std::int64_t k = 0; k < s.copies; ++k)
+        t.values.insert(t.values.end(), m.data(), m.data() + m.size());
+    } else if (s.leading_one) {
+      t.shape = {1, m.rows(), m.cols()};
       t.values.assign(m.data(), m.data() + m.size());
     } else if (s.transposed) {
       t.shape = {m.cols(), m.rows()};
@@ -133,8 +183,6 @@ std::vector<named_tensor> export_tensors(const gnn_model& model) {
 }
 
 std::string encode_model_file(const gnn_model& model, const model_settings& s, model_format f) {
-  if (model.config().kind == model_kind::gat)
-    throw std::invalid_argument("model files hold SAGE and GCN models; GAT's is not written yet");
   model_settings settings = s;
   settings.config = model.config();
   const std::vector<named_tensor> tensors = export_tensors(model);
@@ -202,6 +250,16 @@ loaded_model decode_model_file(std::string_view bytes, const std::string& file) 
     const std::int64_t in = l == 0 ? c.in_dim : c.hidden;
     const std::int64_t out = l + 1 == c.num_layers ? c.num_classes : c.hidden;
     const std::string p = "layers." + std::to_string(l) + ".";
+    if (c.kind == model_kind::gat) {
+      const bool last = l + 1 == c.num_layers;
+      const std::int64_t heads = last ? c.output_heads : c.heads;
+      const std::int64_t width = last ? c.num_classes : c.hidden / c.heads;
+      want.push_back({p + "fc.weight", {heads * width, in}});
+      want.push_back({p + "attn_l", {1, heads, width}});
+      want.push_back({p + "attn_r", {1, heads, width}});
+      want.push_back({p + "bias", {heads * width}});
+      continue;
+    }
     if (gcn) {
       want.push_back({p + "weight", {in, out}});
     } else {
@@ -237,6 +295,8 @@ loaded_model decode_model_file(std::string_view bytes, const std::string& file) 
       if (!std::isfinite(x)) throw data_error::at(file, 0, s.name + " holds a NaN or infinity");
     if (s.transposed) {
       m = Eigen::Map<const Matrix>(v.data(), m.cols(), m.rows()).transpose();
+    } else if (s.copies > 1) {
+      m = Eigen::Map<const Matrix>(v.data(), s.copies, m.size()).colwise().mean();
     } else {
       std::copy(v.begin(), v.end(), m.data());
     }
@@ -245,10 +305,12 @@ loaded_model decode_model_file(std::string_view bytes, const std::string& file) 
 }
 
 std::string model_summary(const model_config& c) {
-  const char* kind = c.kind == model_kind::gcn ? "gcn" : c.kind == model_kind::gat ? "gat" : "sage";
-  return std::string(kind) + ", " + std::to_string(c.num_layers) + " layers, " +
-         std::to_string(c.in_dim) + " -> " + std::to_string(c.hidden) + " -> " +
-         std::to_string(c.num_classes);
+  std::string text = std::string(model_name(c.kind)) + ", " + std::to_string(c.num_layers) +
+                     " layers, " + std::to_string(c.in_dim) + " -> " + std::to_string(c.hidden) +
+                     " -> " + std::to_string(c.num_classes);
+  if (c.kind == model_kind::gat)
+    text += ", heads " + std::to_string(c.heads) + " / " + std::to_string(c.output_heads);
+  return text;
 }
 
 model_settings init_from_model_file(gnn_model& model, const std::filesystem::path& path,
@@ -257,7 +319,9 @@ model_settings init_from_model_file(gnn_model& model, const std::filesystem::pat
   const model_config& want = model.config();
   const model_config& have = loaded.model.config();
   if (want.kind != have.kind || want.num_layers != have.num_layers || want.in_dim != have.in_dim ||
-      want.hidden != have.hidden || want.num_classes != have.num_classes) {
+      want.hidden != have.hidden || want.num_classes != have.num_classes ||
+      (want.kind == model_kind::gat &&
+       (want.heads != have.heads || want.output_heads != have.output_heads))) {
     throw data_error::at(
         path.string(), 0,
         "holds a model of " + model_summary(have) + "; this run's is " + model_summary(want));

@@ -7,6 +7,10 @@ written out here so the file's layout is documented by code (docs/model_use.md):
   SAGE (mean): out = h W_self^T + mean_{u -> v} h_u W_neigh^T + b   (fc_self, fc_neigh: (out, in))
   GCN:         out = (sum_{u -> v} h_u / sqrt((d_v + 1)(d_u + 1)) + h_v / (d_v + 1)) W + b
                (weight: (in, out), d: in-degree)
+  GAT:         z = h W^T split into H heads of F (fc: (H*F, in)); per head and edge u -> v,
+               including v -> v, e = LeakyReLU_0.2(attn_l . z_u + attn_r . z_v), alpha the
+               softmax of e over v's edges, head out = sum alpha z_u + bias (attn_l, attn_r:
+               (1, H, F), bias: (H*F)); hidden layers concatenate the heads, the last averages
 with ReLU between layers and no dropout.
 
   scripts/pytorch_model.py --model M.safetensors --data data/cora [--compare OUT/logits.npy]
@@ -97,13 +101,43 @@ class GcnLayer(nn.Module):
         return (torch.sparse.mm(graph["gcn"], h) + graph["self"] * h) @ self.weight + self.bias
 
 
+class GatLayer(nn.Module):
+    def __init__(self, d_in, heads, width, concat):
+        super().__init__()
+        self.heads, self.width, self.concat = heads, width, concat
+        self.fc = nn.Linear(d_in, heads * width, bias=False)
+        self.attn_l = nn.Parameter(torch.zeros(1, heads, width))
+        self.attn_r = nn.Parameter(torch.zeros(1, heads, width))
+        self.bias = nn.Parameter(torch.zeros(heads * width))
+
+    def forward(self, graph, h):
+        n, H, F = h.shape[0], self.heads, self.width
+        z = self.fc(h).view(n, H, F)
+        el, er = (z * self.attn_l).sum(-1), (z * self.attn_r).sum(-1)  # (n, H)
+        src, dst = graph["gat_src"], graph["gat_dst"]  # every in-edge and each node's own
+        e = torch.nn.functional.leaky_relu(el[src] + er[dst], 0.2)  # (edges, H)
+        top = torch.full((n, H), -float("inf")).scatter_reduce(
+            0, dst.unsqueeze(1).expand(-1, H), e, "amax")
+        w = torch.exp(e - top[dst])
+        total = torch.zeros(n, H).index_add_(0, dst, w)
+        out = torch.zeros(n, H, F).index_add_(0, dst, w.unsqueeze(-1) * z[src])
+        out = out / total.unsqueeze(-1) + self.bias.view(1, H, F)
+        return out.reshape(n, H * F) if self.concat else out.mean(1)
+
+
 class Model(nn.Module):
     def __init__(self, settings):
         super().__init__()
-        layer = GcnLayer if settings["model"] == "gcn" else SageLayer
         L, d_in = int(settings["layers"]), int(settings["in_dim"])
         hidden, classes = int(settings["hidden"]), int(settings["num_classes"])
         widths = [d_in] + [hidden] * (L - 1) + [classes]
+        if settings["model"] == "gat":
+            heads, out_heads = int(settings["heads"]), int(settings["output_heads"])
+            self.layers = nn.ModuleList(
+                GatLayer(widths[i], heads, hidden // heads, True) if i + 1 < L
+                else GatLayer(widths[i], out_heads, classes, False) for i in range(L))
+            return
+        layer = GcnLayer if settings["model"] == "gcn" else SageLayer
         self.layers = nn.ModuleList(layer(widths[i], widths[i + 1]) for i in range(L))
 
     def forward(self, graph, h):
@@ -121,8 +155,10 @@ def graph_operators(src, dst, n):
     inv = 1.0 / torch.sqrt(deg + 1.0)
     gcn = inv[dst] * inv[src]
     as_sparse = lambda v: torch.sparse_coo_tensor(idx, v.to(torch.float32), (n, n)).coalesce()
+    nodes = torch.arange(n)
     return {"mean": as_sparse(mean), "gcn": as_sparse(gcn),
-            "self": (inv * inv).to(torch.float32).unsqueeze(1)}
+            "self": (inv * inv).to(torch.float32).unsqueeze(1),
+            "gat_src": torch.cat([nodes, src]), "gat_dst": torch.cat([nodes, dst])}
 
 
 def main():

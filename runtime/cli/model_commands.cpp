@@ -73,10 +73,6 @@ int infer_on_partitions(const option_set& opts, const loaded_model& m, std::int3
                          " applies to --data only (the partitions hold the features; the model "
                          "file names its input transform)");
   const model_config& c = m.model.config();
-  if (c.kind == model_kind::gat)
-    throw config_error(
-        "--partitions: the cluster's inference runs SAGE and GCN models; infer this "
-        "GAT model on --data (one process)");
   const partition_meta meta = load_partition_meta(opts.str("partitions"));
   if (meta.num_features != c.in_dim || meta.num_classes != c.num_classes)
     throw config_error("the model (" + model_summary(c) + ") does not fit " +
@@ -86,7 +82,11 @@ int infer_on_partitions(const option_set& opts, const loaded_model& m, std::int3
   s.partitions = opts.str("partitions");
   s.pipeline = "centralized";  // evaluation is the same in both; no history to set up
   s.parts = meta.num_parts;
-  s.model.model = c.kind == model_kind::gcn ? "gcn" : "sage";
+  s.model.model = c.kind == model_kind::gcn ? "gcn" : c.kind == model_kind::gat ? "gat" : "sage";
+  s.model.heads = c.heads;
+  s.model.output_heads = c.output_heads;
+  s.model.attention_dropout = c.attention_dropout;
+  s.model.input_dropout = c.input_dropout;
   s.model.num_layers = c.num_layers;
   s.model.hidden = c.hidden;
   s.model.dropout = c.dropout;

@@ -163,11 +163,6 @@ train_settings read_train_settings(const option_set& opts) {
       throw config_error(
           "--model gat runs in one process and in the centralized pipeline; the decentralized "
           "pipeline does not push attention yet (so no --compare-with either)");
-    for (const char* key : {"save-model", "init"})
-      if (opts.given(key))
-        throw config_error(std::string("--") + key +
-                           ": model files hold SAGE and GCN models; GAT's is not written yet "
-                           "(--checkpoint keeps a GAT model)");
   } else {
     for (const char* key : {"heads", "output-heads", "attention-dropout", "input-dropout"})
       if (opts.given(key))

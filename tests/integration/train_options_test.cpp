@@ -70,8 +70,6 @@ TEST(TrainOptions, AnOptionTheRunWouldIgnoreIsAnErrorNamingIt) {
       {{"--data", cora, "--model", "gat", "--parts", "2", "--pipeline", "decentralized"},
        "the decentralized pipeline does not push attention yet"},
       {{"--data", cora, "--model", "gat", "--sparse-features"}, "--model gat reads dense features"},
-      {{"--data", cora, "--model", "gat", "--save-model", (dir.path / "m.safetensors").string()},
-       "--save-model: model files hold SAGE and GCN models"},
   };
   for (const auto& bad : cases) {
     std::vector<std::string> args = {"train", "--epochs", "1", "--no-progress"};

@@ -23,12 +23,18 @@ struct temp_dir {
 };
 
 model_config config(model_kind kind, int layers) {
-  return {.kind = kind,
-          .in_dim = 5,
-          .hidden = 4,
-          .num_classes = 3,
-          .num_layers = layers,
-          .dropout = 0.25f};
+  model_config c{.kind = kind,
+                 .in_dim = 5,
+                 .hidden = 4,
+                 .num_classes = 3,
+                 .num_layers = layers,
+                 .dropout = 0.25f};
+  if (kind != model_kind::gat) return c;
+  c.heads = 2;  // two heads of 2, two averaged output heads
+  c.output_heads = 2;
+  c.attention_dropout = 0.3f;
+  c.input_dropout = 0.1f;
+  return c;
 }
 
 std::string error_of(const fs::path& file) {
@@ -67,9 +73,32 @@ TEST(ModelFile, GcnTensorsAreGraphConvsWeightAndBias) {
   EXPECT_EQ(t[5].shape, (std::vector<std::int64_t>{3}));
 }
 
+TEST(ModelFile, GatTensorsAreGatConvsFcAttentionAndPerHeadBias) {
+  gnn_model m(config(model_kind::gat, 2), 7);
+  for (Matrix* p : m.parameters())
+    p->setRandom();
+  const auto t = export_tensors(m);
+  ASSERT_EQ(t.size(), 8u);
+  EXPECT_EQ(t[0].name, "layers.0.fc.weight");
+  EXPECT_EQ(t[0].shape, (std::vector<std::int64_t>{4, 5}));  // (H*F, in), as nn.Linear
+  EXPECT_EQ(t[1].name, "layers.0.attn_l");
+  EXPECT_EQ(t[1].shape, (std::vector<std::int64_t>{1, 2, 2}));  // (1, H, F), as GATConv
+  EXPECT_EQ(t[2].name, "layers.0.attn_r");
+  EXPECT_EQ(t[3].shape, (std::vector<std::int64_t>{4}));
+  EXPECT_EQ(t[4].shape, (std::vector<std::int64_t>{2 * 3, 4}));  // two output heads of 3
+  // The averaged layer's bias, kept per head as GATConv does: each head's copy is ours.
+  EXPECT_EQ(t[7].shape, (std::vector<std::int64_t>{2 * 3}));
+  const Matrix& bias = *m.parameters()[7];
+  for (int h = 0; h < 2; ++h)
+    for (int k = 0; k < 3; ++k)
+      EXPECT_EQ(t[7].values[h * 3 + k], bias(0, k));
+  const Matrix& attn_l = *m.parameters()[1];
+  EXPECT_EQ(t[1].values[1 * 2 + 0], attn_l(1, 0));
+}
+
 TEST(ModelFile, EitherFormatGivesEveryParameterBackBitForBit) {
   temp_dir dir;
-  for (auto kind : {model_kind::sage, model_kind::gcn})
+  for (auto kind : {model_kind::sage, model_kind::gcn, model_kind::gat})
     for (int layers : {2, 3})
       for (const char* name : {"m.safetensors", "m.npz"}) {
         gnn_model m(config(kind, layers), 11);
