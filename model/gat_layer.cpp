@@ -67,7 +67,6 @@ void gat_layer::apply_rows(const block& b, const Matrix& h_src, std::span<const 
                            Matrix& out, layer_cache* cache) const {
   check_input(b, h_src, row_of, "gat_layer");
   const std::int32_t ns = b.num_src(), nd = b.num_dst();
-  const std::int32_t F = head_width_, H = heads_;
   attention_cache local;
   attention_cache* c = &local;
   if (cache) {
@@ -96,12 +95,8 @@ void gat_layer::apply_rows(const block& b, const Matrix& h_src, std::span<const 
   if (!drop_input) c->input_mask.resize(0, 0);
   if (!cache) c->input.resize(0, 0);
   const Matrix& z = c->z;
-  Matrix el(ns, H), er(nd, H);
-  for (std::int32_t u = 0; u < ns; ++u)
-    for (std::int32_t h = 0; h < H; ++h) {
-      el(u, h) = z.row(u).segment(h * F, F).dot(attn_l.row(h));
-      if (u < nd) er(u, h) = z.row(u).segment(h * F, F).dot(attn_r.row(h));
-    }
+  Matrix el, er;
+  attention_terms(z, nd, el, er);
   // dst v's edges: itself first (GAT's neighbourhood includes the node), then its sampled
   // neighbours in block order.
   c->indptr.resize(static_cast<size_t>(nd) + 1);
@@ -114,51 +109,130 @@ void gat_layer::apply_rows(const block& b, const Matrix& h_src, std::span<const 
       c->src[static_cast<size_t>(k++)] = b.indices[static_cast<size_t>(e)];
     c->indptr[static_cast<size_t>(v) + 1] = k;
   }
-  const auto edges = static_cast<Eigen::Index>(c->src.size());
-  c->score.resize(edges, H);
   const bool drop = cache && attention_dropout_ > 0.0f;
-  c->keep.resize(drop ? edges : 0, H);
-  const float keep_scale = 1.0f / (1.0f - attention_dropout_);
-  const auto drop_below =
-      static_cast<std::uint32_t>(static_cast<double>(attention_dropout_) * 16777216.0);
-  const std::uint64_t key = cache ? mix64(cache->attention_seed) : 0;
-#pragma omp parallel for schedule(dynamic, 64)
-  for (std::int32_t v = 0; v < nd; ++v) {
-    const auto dst_id = static_cast<std::uint32_t>(b.src_nodes[static_cast<size_t>(v)]);
-    for (std::int64_t k = c->indptr[v]; k < c->indptr[v + 1]; ++k) {
-      const std::int32_t u = c->src[static_cast<size_t>(k)];
-      for (std::int32_t h = 0; h < H; ++h) {
-        const float s = el(u, h) + er(v, h);
-        c->score(k, h) = s > 0.0f ? s : negative_slope * s;
-      }
-      if (!drop) continue;
-      // Keyed by (dst id, src id): the same edge is dropped wherever it is computed.
-      const auto src_id = static_cast<std::uint32_t>(b.src_nodes[static_cast<size_t>(u)]);
-      const std::uint64_t edge_key =
-          mix64(key ^ ((static_cast<std::uint64_t>(dst_id) << 32) | src_id));
-      const auto base = static_cast<std::uint32_t>(edge_key ^ (edge_key >> 32));
-      for (std::int32_t h = 0; h < H; ++h)
-        c->keep(k, h) =
-            (mix32(base + static_cast<std::uint32_t>(h) * 0x9e3779b9U) >> 8) < drop_below
-                ? 0.0f
-                : keep_scale;
-    }
-  }
+  const std::span<const node_id> ids(b.src_nodes);
+  edge_scores(c->indptr, c->src, el, er, ids.first(static_cast<size_t>(nd)), ids,
+              drop ? &cache->attention_seed : nullptr, c->score, c->keep);
   const attention_edges e{
       .indptr = c->indptr, .src = c->src, .score = &c->score, .keep = drop ? &c->keep : nullptr};
   c->merged = attend_partial(e, z);
   c->heads_out = finish_attention(c->merged);  // (nd, H*F)
+  combine_heads(c->heads_out, out);
+  if (!cache) return;
+  c->merged.value.resize(0, 0);  // backward needs the max and sum only
+}
+
+void gat_layer::attention_terms(const Matrix& z, Eigen::Index er_rows, Matrix& el,
+                                Matrix& er) const {
+  const std::int32_t F = head_width_, H = heads_;
+  el.resize(z.rows(), H);
+  er.resize(er_rows, H);
+  for (Eigen::Index u = 0; u < z.rows(); ++u)
+    for (std::int32_t h = 0; h < H; ++h) {
+      el(u, h) = z.row(u).segment(h * F, F).dot(attn_l.row(h));
+      if (u < er_rows) er(u, h) = z.row(u).segment(h * F, F).dot(attn_r.row(h));
+    }
+}
+
+void gat_layer::edge_scores(std::span<const std::int64_t> indptr, std::span<const std::int32_t> src,
+                            const Matrix& el, const Matrix& er, std::span<const node_id> dst_ids,
+                            std::span<const node_id> src_ids, const std::uint64_t* seed,
+                            Matrix& score, Matrix& keep) const {
+  const std::int32_t H = heads_;
+  const auto targets = static_cast<std::int64_t>(indptr.size()) - 1;
+  const auto edges = static_cast<Eigen::Index>(src.size());
+  score.resize(edges, H);
+  const bool drop = seed && attention_dropout_ > 0.0f;
+  keep.resize(drop ? edges : 0, H);
+  const float keep_scale = 1.0f / (1.0f - attention_dropout_);
+  const auto drop_below =
+      static_cast<std::uint32_t>(static_cast<double>(attention_dropout_) * 16777216.0);
+  const std::uint64_t key = drop ? mix64(*seed) : 0;
+#pragma omp parallel for schedule(dynamic, 64)
+  for (std::int64_t v = 0; v < targets; ++v) {
+    const auto dst_id = static_cast<std::uint32_t>(dst_ids[static_cast<size_t>(v)]);
+    for (std::int64_t k = indptr[static_cast<size_t>(v)]; k < indptr[static_cast<size_t>(v) + 1];
+         ++k) {
+      const std::int32_t u = src[static_cast<size_t>(k)];
+      for (std::int32_t h = 0; h < H; ++h) {
+        const float s = el(u, h) + er(v, h);
+        score(k, h) = s > 0.0f ? s : negative_slope * s;
+      }
+      if (!drop) continue;
+      // Keyed by (dst id, src id): the same edge is dropped wherever it is computed.
+      const auto src_id = static_cast<std::uint32_t>(src_ids[static_cast<size_t>(u)]);
+      const std::uint64_t edge_key =
+          mix64(key ^ ((static_cast<std::uint64_t>(dst_id) << 32) | src_id));
+      const auto base = static_cast<std::uint32_t>(edge_key ^ (edge_key >> 32));
+      for (std::int32_t h = 0; h < H; ++h)
+        keep(k, h) = (mix32(base + static_cast<std::uint32_t>(h) * 0x9e3779b9U) >> 8) < drop_below
+                         ? 0.0f
+                         : keep_scale;
+    }
+  }
+}
+
+void gat_layer::combine_heads(const Matrix& heads_out, Matrix& out) const {
+  const std::int32_t F = head_width_, H = heads_;
   if (concat_) {
-    out = c->heads_out;
+    out = heads_out;
   } else {
-    out = c->heads_out.middleCols(0, F);
+    out = heads_out.middleCols(0, F);
     for (std::int32_t h = 1; h < H; ++h)
-      out += c->heads_out.middleCols(h * F, F);
+      out += heads_out.middleCols(h * F, F);
     out *= 1.0f / static_cast<float>(H);
   }
   out.rowwise() += bias.row(0);
-  if (!cache) return;
-  c->merged.value.resize(0, 0);  // backward needs the max and sum only
+}
+
+Matrix gat_layer::split_gradient(const Matrix& grad_out) {
+  const std::int32_t F = head_width_, H = heads_;
+  grad_bias += grad_out.colwise().sum();
+  if (concat_) return grad_out;
+  // The mean hands each head 1/H of the gradient.
+  Matrix grad_heads(grad_out.rows(), H * F);
+  for (std::int32_t h = 0; h < H; ++h)
+    grad_heads.middleCols(h * F, F) = grad_out * (1.0f / static_cast<float>(H));
+  return grad_heads;
+}
+
+Matrix gat_layer::score_backward(const attention_edges& e, std::span<const std::int64_t> tindptr,
+                                 std::span<const std::int64_t> tedge, Matrix grad_score,
+                                 const Matrix& z, Matrix& grad_z) {
+  const std::int32_t F = head_width_, H = heads_;
+  const Matrix& score = *e.score;
+  // Through the LeakyReLU (it keeps the sign, so the score's sign tells the slope).
+  for (Eigen::Index k = 0; k < grad_score.rows(); ++k)
+    for (std::int32_t h = 0; h < H; ++h)
+      if (score(k, h) <= 0.0f) grad_score(k, h) *= negative_slope;
+  // d loss / d el (rows, H): summed over each row's edges; d loss / d er (targets, H): over each
+  // target's edges.
+  const Eigen::Index rows = z.rows();
+  const auto targets = static_cast<Eigen::Index>(e.indptr.size()) - 1;
+  Matrix grad_el = Matrix::Zero(rows, H), grad_er = Matrix::Zero(targets, H);
+#pragma omp parallel for schedule(dynamic, 256)
+  for (Eigen::Index u = 0; u < rows; ++u)
+    for (std::int64_t t = tindptr[u]; t < tindptr[u + 1]; ++t)
+      grad_el.row(u) += grad_score.row(tedge[static_cast<size_t>(t)]);
+  for (Eigen::Index v = 0; v < targets; ++v)
+    for (std::int64_t k = e.indptr[v]; k < e.indptr[v + 1]; ++k)
+      grad_er.row(v) += grad_score.row(k);
+  for (std::int32_t h = 0; h < H; ++h)
+    grad_attn_l.row(h).noalias() += grad_el.col(h).transpose() * z.middleCols(h * F, F);
+  for (Eigen::Index u = 0; u < rows; ++u)
+    for (std::int32_t h = 0; h < H; ++h)
+      grad_z.row(u).segment(h * F, F) += grad_el(u, h) * attn_l.row(h);
+  return grad_er;
+}
+
+void gat_layer::er_backward(const Matrix& grad_er, Eigen::Ref<const Matrix> z_rows,
+                            Eigen::Ref<Matrix> grad_z_rows) {
+  const std::int32_t F = head_width_, H = heads_;
+  for (std::int32_t h = 0; h < H; ++h)
+    grad_attn_r.row(h).noalias() += grad_er.col(h).transpose() * z_rows.middleCols(h * F, F);
+  for (Eigen::Index v = 0; v < z_rows.rows(); ++v)
+    for (std::int32_t h = 0; h < H; ++h)
+      grad_z_rows.row(v).segment(h * F, F) += grad_er(v, h) * attn_r.row(h);
 }
 
 void gat_layer::backward(const block& b, const layer_cache& cache, const Matrix& grad_out,
@@ -169,16 +243,7 @@ void gat_layer::backward(const block& b, const layer_cache& cache, const Matrix&
   const std::int32_t F = head_width_, H = heads_;
   if (grad_out.rows() != nd || grad_out.cols() != out_dim_ || c.z.rows() != ns)
     throw std::invalid_argument("gat_layer::backward: grad_out or the cache do not fit the block");
-  grad_bias += grad_out.colwise().sum();
-  // d loss / d heads_out (nd, H*F): the mean hands each head 1/H of the gradient.
-  Matrix grad_heads;
-  if (concat_) {
-    grad_heads = grad_out;
-  } else {
-    grad_heads.resize(nd, H * F);
-    for (std::int32_t h = 0; h < H; ++h)
-      grad_heads.middleCols(h * F, F) = grad_out * (1.0f / static_cast<float>(H));
-  }
+  const Matrix grad_heads = split_gradient(grad_out);  // (nd, H*F)
   const attention_edges e{.indptr = c.indptr,
                           .src = c.src,
                           .score = &c.score,
@@ -188,30 +253,8 @@ void gat_layer::backward(const block& b, const layer_cache& cache, const Matrix&
   Matrix grad_z = Matrix::Zero(ns, H * F);
   Matrix grad_score;
   attention_backward(e, c.z, c.merged, c.heads_out, grad_heads, tindptr, tedge, grad_score, grad_z);
-  // Through the LeakyReLU (it keeps the sign, so the score's sign tells the slope).
-  for (Eigen::Index k = 0; k < grad_score.rows(); ++k)
-    for (std::int32_t h = 0; h < H; ++h)
-      if (c.score(k, h) <= 0.0f) grad_score(k, h) *= negative_slope;
-  // d loss / d el (ns, H): summed over each source's edges; d loss / d er (nd, H): over each
-  // destination's edges.
-  Matrix grad_el = Matrix::Zero(ns, H), grad_er = Matrix::Zero(nd, H);
-#pragma omp parallel for schedule(dynamic, 256)
-  for (std::int32_t u = 0; u < ns; ++u)
-    for (std::int64_t t = tindptr[u]; t < tindptr[u + 1]; ++t)
-      grad_el.row(u) += grad_score.row(tedge[static_cast<size_t>(t)]);
-  for (std::int32_t v = 0; v < nd; ++v)
-    for (std::int64_t k = c.indptr[v]; k < c.indptr[v + 1]; ++k)
-      grad_er.row(v) += grad_score.row(k);
-  for (std::int32_t h = 0; h < H; ++h) {
-    grad_attn_l.row(h).noalias() += grad_el.col(h).transpose() * c.z.middleCols(h * F, F);
-    grad_attn_r.row(h).noalias() +=
-        grad_er.col(h).transpose() * c.z.topRows(nd).middleCols(h * F, F);
-  }
-  for (std::int32_t u = 0; u < ns; ++u)
-    for (std::int32_t h = 0; h < H; ++h) {
-      grad_z.row(u).segment(h * F, F) += grad_el(u, h) * attn_l.row(h);
-      if (u < nd) grad_z.row(u).segment(h * F, F) += grad_er(u, h) * attn_r.row(h);
-    }
+  const Matrix grad_er = score_backward(e, tindptr, tedge, std::move(grad_score), c.z, grad_z);
+  er_backward(grad_er, c.z.topRows(nd), grad_z.topRows(nd));
   grad_weight.noalias() += c.input.transpose() * grad_z;  // (in, H*F)
   if (!grad_src) return;
   grad_src->noalias() = grad_z * weight.transpose();  // (ns, in)

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "model/layers.hpp"
@@ -13,6 +14,7 @@ namespace degnn {
 
 /// What a GAT forward keeps for backward (layer_cache::attention).
 struct attention_cache;
+struct attention_edges;
 
 /// out (num_dst, out) = heads combined [concat: out = H*F; mean: out = F] + bias, where head h
 /// of dst v is sum_k alpha_k z_k[h] over v itself and its sampled neighbours, z = h_src W
@@ -41,6 +43,36 @@ class gat_layer final : public gnn_layer {
   std::int32_t heads() const { return heads_; }
   std::int32_t head_width() const { return head_width_; }
   bool concat() const { return concat_; }
+  float attention_dropout() const { return attention_dropout_; }
+
+  // The pieces of a forward, public so that a layer computed piecewise (the decentralized push,
+  // model/gat_push.hpp) does the same arithmetic.
+
+  /// el (rows, H) = z[h] . attn_l[h] of every row of z (rows, H*F), er likewise with attn_r
+  /// for the first er_rows rows.
+  void attention_terms(const Matrix& z, Eigen::Index er_rows, Matrix& el, Matrix& er) const;
+  /// Scores after the LeakyReLU of the edges of attention_edges-style (indptr, src): edge k of
+  /// target i scores el(src[k]) + er(i). With seed non-null (training, attention dropout on),
+  /// keep (edges, H) gets each edge's factor keyed by (seed, dst_ids[i], src_ids[src[k]], head);
+  /// else keep is emptied.
+  void edge_scores(std::span<const std::int64_t> indptr, std::span<const std::int32_t> src,
+                   const Matrix& el, const Matrix& er, std::span<const node_id> dst_ids,
+                   std::span<const node_id> src_ids, const std::uint64_t* seed, Matrix& score,
+                   Matrix& keep) const;
+  /// out (n, out) from the heads' outputs (n, H*F): concatenated or averaged, plus the bias.
+  void combine_heads(const Matrix& heads_out, Matrix& out) const;
+  /// d loss / d heads' outputs (n, H*F) from grad_out (n, out); adds to grad_bias.
+  Matrix split_gradient(const Matrix& grad_out);
+  /// Back through the scores of edges e over rows z (rows, H*F), the transpose (tindptr, tedge)
+  /// grouping the edges by row: grad_score (edges, H) = d loss / d score after the LeakyReLU.
+  /// Adds the el part to grad_attn_l and grad_z (rows, H*F); returns d loss / d er (targets, H),
+  /// which the caller hands to er_backward where the targets' rows are.
+  Matrix score_backward(const attention_edges& e, std::span<const std::int64_t> tindptr,
+                        std::span<const std::int64_t> tedge, Matrix grad_score, const Matrix& z,
+                        Matrix& grad_z);
+  /// Adds d loss / d er (n, H) of rows z_rows (n, H*F) to grad_attn_r and grad_z_rows (n, H*F).
+  void er_backward(const Matrix& grad_er, Eigen::Ref<const Matrix> z_rows,
+                   Eigen::Ref<Matrix> grad_z_rows);
 
   static constexpr float negative_slope = 0.2f;
 
