@@ -1,0 +1,116 @@
+// The piecewise GAT layer: the same arithmetic as gat_layer (its public pieces), split between
+// the shards that hold the neighbours and the targets' owner.
+#include "model/gat_push.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace degnn {
+
+attention_partial gat_push_forward(const gat_layer& layer, std::vector<std::int64_t> indptr,
+                                   std::vector<std::int32_t> src, Matrix rows, const Matrix& er,
+                                   std::span<const node_id> target_ids,
+                                   std::span<const node_id> row_ids,
+                                   const std::uint64_t* attention_seed, gat_push_cache& cache) {
+  const auto targets = static_cast<Eigen::Index>(indptr.size()) - 1;
+  if (targets < 0 || er.rows() != targets || er.cols() != layer.heads() ||
+      static_cast<Eigen::Index>(target_ids.size()) != targets)
+    throw std::invalid_argument("gat_push_forward: er or the target ids do not fit the targets");
+  if (rows.cols() != layer.in_dim() || static_cast<Eigen::Index>(row_ids.size()) != rows.rows())
+    throw std::invalid_argument("gat_push_forward: rows are not (ids, in_dim)");
+  cache.indptr = std::move(indptr);
+  cache.src = std::move(src);
+  cache.rows = std::move(rows);
+  cache.z.noalias() = cache.rows * layer.weight;
+  Matrix el, unused_er;
+  layer.attention_terms(cache.z, 0, el, unused_er);
+  layer.edge_scores(cache.indptr, cache.src, el, er, target_ids, row_ids, attention_seed,
+                    cache.score, cache.keep);
+  const attention_edges e{.indptr = cache.indptr,
+                          .src = cache.src,
+                          .score = &cache.score,
+                          .keep = cache.keep.size() > 0 ? &cache.keep : nullptr};
+  return attend_partial(e, cache.z);
+}
+
+void gat_push_backward(gat_layer& layer, const gat_push_cache& cache,
+                       const attention_partial& merged, const Matrix& heads_out,
+                       const Matrix& grad_heads, Matrix& grad_rows, Matrix& grad_er) {
+  const attention_edges e{.indptr = cache.indptr,
+                          .src = cache.src,
+                          .score = &cache.score,
+                          .keep = cache.keep.size() > 0 ? &cache.keep : nullptr};
+  std::vector<std::int64_t> tindptr, tedge;
+  transpose_attention_edges(e, static_cast<std::int32_t>(cache.z.rows()), tindptr, tedge);
+  Matrix grad_z = Matrix::Zero(cache.z.rows(), cache.z.cols());
+  Matrix grad_score;
+  attention_backward(e, cache.z, merged, heads_out, grad_heads, tindptr, tedge, grad_score, grad_z);
+  grad_er = layer.score_backward(e, tindptr, tedge, std::move(grad_score), cache.z, grad_z);
+  layer.grad_weight.noalias() += cache.rows.transpose() * grad_z;  // (in, H*F)
+  grad_rows.noalias() = grad_z * layer.weight.transpose();         // (n, in)
+}
+
+Matrix gat_top_begin(const gat_layer& layer, const Matrix& h_self, gat_top_state& state) {
+  if (h_self.cols() != layer.in_dim())
+    throw std::invalid_argument("gat_top_begin: the targets' rows are not in_dim wide");
+  state.input = h_self;
+  state.z.noalias() = state.input * layer.weight;
+  layer.attention_terms(state.z, state.z.rows(), state.el, state.er);
+  return state.er;
+}
+
+Matrix gat_top_finish(const gat_layer& layer, std::span<const node_id> target_ids,
+                      const attention_partial* shards, const std::uint64_t* attention_seed,
+                      gat_top_state& state) {
+  const Eigen::Index targets = state.z.rows();
+  if (static_cast<Eigen::Index>(target_ids.size()) != targets)
+    throw std::invalid_argument("gat_top_finish: one id per target expected");
+  state.indptr.resize(static_cast<size_t>(targets) + 1);
+  state.src.resize(static_cast<size_t>(targets));
+  for (Eigen::Index v = 0; v <= targets; ++v)
+    state.indptr[static_cast<size_t>(v)] = v;
+  for (Eigen::Index v = 0; v < targets; ++v)
+    state.src[static_cast<size_t>(v)] = static_cast<std::int32_t>(v);
+  layer.edge_scores(state.indptr, state.src, state.el, state.er, target_ids, target_ids,
+                    attention_seed, state.score, state.keep);
+  const attention_edges e{.indptr = state.indptr,
+                          .src = state.src,
+                          .score = &state.score,
+                          .keep = state.keep.size() > 0 ? &state.keep : nullptr};
+  state.merged = attend_partial(e, state.z);
+  if (shards) merge_partials(state.merged, *shards);
+  state.heads_out = finish_attention(state.merged);
+  Matrix out;
+  layer.combine_heads(state.heads_out, out);
+  state.merged.value.resize(0, 0);  // the backward needs the max and sum only
+  return out;
+}
+
+Matrix gat_top_backward(gat_layer& layer, const Matrix& grad_out) {
+  if (grad_out.cols() != layer.out_dim())
+    throw std::invalid_argument("gat_top_backward: the gradient is not out_dim wide");
+  return layer.split_gradient(grad_out);
+}
+
+void gat_top_backward_finish(gat_layer& layer, const gat_top_state& state, const Matrix& grad_heads,
+                             const Matrix& shards_grad_er, Matrix& grad_h_self) {
+  if (shards_grad_er.rows() != state.z.rows() || shards_grad_er.cols() != layer.heads())
+    throw std::invalid_argument("gat_top_backward_finish: the shards' grad_er is not (targets, H)");
+  const attention_edges e{.indptr = state.indptr,
+                          .src = state.src,
+                          .score = &state.score,
+                          .keep = state.keep.size() > 0 ? &state.keep : nullptr};
+  std::vector<std::int64_t> tindptr, tedge;
+  transpose_attention_edges(e, static_cast<std::int32_t>(state.z.rows()), tindptr, tedge);
+  Matrix grad_z = Matrix::Zero(state.z.rows(), state.z.cols());
+  Matrix grad_score;
+  attention_backward(e, state.z, state.merged, state.heads_out, grad_heads, tindptr, tedge,
+                     grad_score, grad_z);
+  Matrix grad_er = layer.score_backward(e, tindptr, tedge, std::move(grad_score), state.z, grad_z);
+  grad_er += shards_grad_er;
+  layer.er_backward(grad_er, state.z, grad_z);
+  layer.grad_weight.noalias() += state.input.transpose() * grad_z;
+  grad_h_self.noalias() = grad_z * layer.weight.transpose();
+}
+
+}  // namespace degnn

@@ -1,0 +1,156 @@
+// Tests of model/gat_push.hpp: a GAT layer computed piecewise (the targets' owner with their own
+// rows and edges, 1 to 4 shards with the neighbour edges split among them) against gat_layer's
+// forward and backward on the whole block: outputs, every parameter's gradient and the input
+// rows' gradients, with and without attention dropout, concatenated and averaged heads.
+#include "model/gat_push.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <optional>
+#include <random>
+
+#include "tests/model/grad_check.hpp"
+
+using namespace degnn;
+using namespace degnn::testing;
+
+namespace {
+
+constexpr std::int32_t kTargets = 15, kSources = 40, kIn = 6;
+
+/// Targets 0..14 are the first sources; each has 0..7 neighbours among sources 15..39.
+block target_block(std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  block b;
+  b.num_dst_nodes = kTargets;
+  for (std::int32_t i = 0; i < kSources; ++i)
+    b.src_nodes.push_back(500 + 3 * i);
+  for (std::int32_t v = 0; v < kTargets; ++v) {
+    std::vector<std::int32_t> all(kSources - kTargets);
+    for (std::int32_t u = 0; u < kSources - kTargets; ++u)
+      all[u] = kTargets + u;
+    std::shuffle(all.begin(), all.end(), rng);
+    all.resize(rng() % 8);
+    b.indices.insert(b.indices.end(), all.begin(), all.end());
+    b.indptr.push_back(static_cast<std::int32_t>(b.indices.size()));
+  }
+  b.src_degree.assign(kSources, 1);
+  return b;
+}
+
+double max_diff(const Matrix& a, const Matrix& b) {
+  return a.size() == 0 ? 0.0 : (a - b).cwiseAbs().maxCoeff();
+}
+
+struct piecewise_result {
+  Matrix out, grad_self, grad_neighbours;
+};
+
+/// The layer as the decentralized pipeline would run it: edge e goes to shard e % shards.
+piecewise_result piecewise(gat_layer& layer, const block& b, const Matrix& x, const Matrix& g,
+                           int shards, const std::uint64_t* seed) {
+  const std::span<const node_id> ids(b.src_nodes);
+  const auto target_ids = ids.first(kTargets);
+  const auto row_ids = ids.subspan(kTargets);
+  const Matrix neighbour_rows = x.bottomRows(kSources - kTargets);
+  gat_top_state top;
+  const Matrix er = gat_top_begin(layer, x.topRows(kTargets), top);
+  std::vector<gat_push_cache> caches(static_cast<size_t>(shards));
+  std::optional<attention_partial> merged;
+  for (int s = 0; s < shards; ++s) {
+    std::vector<std::int64_t> indptr{0};
+    std::vector<std::int32_t> src;
+    for (std::int32_t v = 0; v < kTargets; ++v) {
+      for (std::int32_t e = b.indptr[v]; e < b.indptr[v + 1]; ++e)
+        if (e % shards == s) src.push_back(b.indices[static_cast<size_t>(e)] - kTargets);
+      indptr.push_back(static_cast<std::int64_t>(src.size()));
+    }
+    attention_partial p =
+        gat_push_forward(layer, std::move(indptr), std::move(src), neighbour_rows, er, target_ids,
+                         row_ids, seed, caches[static_cast<size_t>(s)]);
+    if (!merged)
+      merged = std::move(p);
+    else
+      merge_partials(*merged, p);
+  }
+  piecewise_result r;
+  r.out = gat_top_finish(layer, target_ids, merged ? &*merged : nullptr, seed, top);
+  const Matrix grad_heads = gat_top_backward(layer, g);
+  Matrix grad_er = Matrix::Zero(kTargets, layer.heads());
+  r.grad_neighbours = Matrix::Zero(kSources - kTargets, kIn);
+  for (int s = 0; s < shards; ++s) {
+    Matrix grad_rows, shard_er;
+    gat_push_backward(layer, caches[static_cast<size_t>(s)], top.merged, top.heads_out, grad_heads,
+                      grad_rows, shard_er);
+    r.grad_neighbours += grad_rows;
+    grad_er += shard_er;
+  }
+  gat_top_backward_finish(layer, top, grad_heads, grad_er, r.grad_self);
+  return r;
+}
+
+}  // namespace
+
+TEST(GatPush, OwnerAndShardsComputeTheWholeLayerAndItsGradients) {
+  const block b = target_block(1);
+  const Matrix x = random_matrix(kSources, kIn, 2);
+  for (bool concat : {true, false})
+    for (float p : {0.0f, 0.5f})
+      for (int shards : {1, 2, 4}) {
+        const std::string what = std::string(concat ? "concat" : "mean") + " p " +
+                                 std::to_string(p) + " shards " + std::to_string(shards);
+        gat_layer whole(kIn, concat ? 8 : 3, concat ? 4 : 2, concat, p);
+        whole.init(9);
+        whole.attn_l = random_matrix(whole.heads(), whole.head_width(), 3, 1.5f);
+        whole.attn_r = random_matrix(whole.heads(), whole.head_width(), 4, 1.5f);
+        whole.bias = random_matrix(1, whole.out_dim(), 5);
+        gat_layer parts = whole;
+        const Matrix g = random_matrix(kTargets, whole.out_dim(), 6);
+        const std::uint64_t seed = 77;
+
+        layer_cache cache;
+        cache.attention_seed = seed;
+        Matrix out, grad_src;
+        whole.apply(b, x, out, &cache);
+        whole.backward(b, cache, g, &grad_src);
+        const piecewise_result r = piecewise(parts, b, x, g, shards, &seed);
+
+        EXPECT_LT(max_diff(r.out, out), 1e-5) << what;
+        EXPECT_LT(max_diff(r.grad_self, grad_src.topRows(kTargets)), 1e-5) << what;
+        EXPECT_LT(max_diff(r.grad_neighbours, grad_src.bottomRows(kSources - kTargets)), 1e-5)
+            << what;
+        const auto want = whole.gradients();
+        const auto have = parts.gradients();
+        for (std::size_t k = 0; k < want.size(); ++k)
+          EXPECT_LT(max_diff(*have[k], *want[k]), 1e-4) << what << " gradient " << k;
+      }
+}
+
+TEST(GatPush, WithoutASeedNothingIsDroppedAsInInference) {
+  const block b = target_block(7);
+  const Matrix x = random_matrix(kSources, kIn, 8);
+  gat_layer layer(kIn, 8, 2, true, 0.6f);
+  layer.init(10);
+  Matrix inference;
+  layer.apply(b, x, inference, nullptr);
+  gat_layer parts = layer;
+  const piecewise_result r = piecewise(parts, b, x, Matrix::Zero(kTargets, 8), 3, /*seed=*/nullptr);
+  EXPECT_LT(max_diff(r.out, inference), 1e-5);
+}
+
+TEST(GatPush, ATargetWhoseNeighboursAllLieElsewhereStillAttendsToItself) {
+  // Shards with no edge of a target leave it to the owner's self edge: with zero shards the
+  // layer is z_v W's own row for every target (softmax over one edge).
+  const block b = target_block(11);
+  const Matrix x = random_matrix(kSources, kIn, 12);
+  gat_layer layer(kIn, 8, 2, true, 0.0f);
+  layer.init(13);
+  gat_top_state top;
+  gat_top_begin(layer, x.topRows(kTargets), top);
+  const std::span<const node_id> ids(b.src_nodes);
+  const Matrix out = gat_top_finish(layer, ids.first(kTargets), nullptr, nullptr, top);
+  const Matrix want = (x.topRows(kTargets) * layer.weight).rowwise() + layer.bias.row(0);
+  EXPECT_LT(max_diff(out, want), 1e-5);
+  EXPECT_THROW(gat_top_finish(layer, ids.first(3), nullptr, nullptr, top), std::invalid_argument);
+}
