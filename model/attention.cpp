@@ -24,6 +24,10 @@ void check_edges(const attention_edges& e, const Matrix& values, const char* who
   const std::int32_t heads = head_count(e);
   if (e.indptr.front() != 0 || e.indptr.back() != edges || e.score->rows() != edges)
     throw std::invalid_argument(std::string(who) + ": indptr, src and score disagree on the edges");
+  for (std::size_t i = 1; i < e.indptr.size(); ++i)
+    if (e.indptr[i] < e.indptr[i - 1])
+      throw std::invalid_argument(std::string(who) + ": indptr decreases at target " +
+                                  std::to_string(i - 1));
   if (heads <= 0 || values.cols() % heads != 0)
     throw std::invalid_argument(std::string(who) + ": values are not H*F wide");
   if (e.keep && (e.keep->rows() != edges || e.keep->cols() != heads))
@@ -71,7 +75,10 @@ attention_partial attend_partial(const attention_edges& e, const Matrix& values)
 
 void merge_partials(attention_partial& into, const attention_partial& other) {
   if (into.max.rows() != other.max.rows() || into.max.cols() != other.max.cols() ||
-      into.value.cols() != other.value.cols())
+      into.value.cols() != other.value.cols() || into.sum.rows() != into.max.rows() ||
+      into.sum.cols() != into.max.cols() || other.sum.rows() != other.max.rows() ||
+      other.sum.cols() != other.max.cols() || into.value.rows() != into.max.rows() ||
+      other.value.rows() != other.max.rows())
     throw std::invalid_argument("merge_partials: partials of different shapes");
   const Eigen::Index targets = into.max.rows(), heads = into.max.cols();
   const Eigen::Index width = heads > 0 ? into.value.cols() / heads : 0;
@@ -133,7 +140,8 @@ void attention_backward(const attention_edges& e, const Matrix& values,
   const auto targets = static_cast<Eigen::Index>(e.indptr.size() - 1);
   const std::int32_t heads = head_count(e);
   const Eigen::Index width = values.cols() / heads;
-  if (merged.max.rows() != targets || out.rows() != targets || grad_out.rows() != targets ||
+  if (merged.max.rows() != targets || merged.max.cols() != heads || merged.sum.rows() != targets ||
+      merged.sum.cols() != heads || out.rows() != targets || grad_out.rows() != targets ||
       grad_out.cols() != values.cols() || out.cols() != values.cols())
     throw std::invalid_argument("attention_backward: merged, out or grad_out do not fit the edges");
   if (grad_values.rows() != values.rows() || grad_values.cols() != values.cols() ||

@@ -36,8 +36,9 @@ gat_layer::gat_layer(std::int32_t in_dim, std::int32_t out_dim, std::int32_t hea
     throw std::invalid_argument("gat_layer: " + std::to_string(heads) +
                                 " concatenated heads do not divide the width " +
                                 std::to_string(out_dim));
-  if (attention_dropout < 0.0f || attention_dropout >= 1.0f || input_dropout < 0.0f ||
-      input_dropout >= 1.0f)
+  // Written so that NaN fails too.
+  if (!(attention_dropout >= 0.0f && attention_dropout < 1.0f) ||
+      !(input_dropout >= 0.0f && input_dropout < 1.0f))
     throw std::invalid_argument("gat_layer: attention and input dropout must be in [0, 1)");
   const std::int32_t hf = heads_ * head_width_;
   weight.setZero(in_dim, hf);
@@ -70,7 +71,9 @@ void gat_layer::apply_rows(const block& b, const Matrix& h_src, std::span<const 
   attention_cache local;
   attention_cache* c = &local;
   if (cache) {
-    if (!cache->attention) cache->attention = std::make_shared<attention_cache>();
+    // A copied layer_cache (or layer) shares the pointer: give this one its own.
+    if (!cache->attention || cache->attention.use_count() > 1)
+      cache->attention = std::make_shared<attention_cache>();
     c = cache->attention.get();
   }
   // z (ns, H*F) = input W. A table is read through row_of: the rows are gathered once (the
@@ -103,7 +106,7 @@ void gat_layer::apply_rows(const block& b, const Matrix& h_src, std::span<const 
   c->src.resize(static_cast<size_t>(b.num_edges()) + static_cast<size_t>(nd));
   c->indptr[0] = 0;
   for (std::int32_t v = 0; v < nd; ++v) {
-    std::int64_t k = b.indptr[v] + v;
+    std::int64_t k = static_cast<std::int64_t>(b.indptr[v]) + v;
     c->src[static_cast<size_t>(k++)] = v;
     for (std::int32_t e = b.indptr[v]; e < b.indptr[v + 1]; ++e)
       c->src[static_cast<size_t>(k++)] = b.indices[static_cast<size_t>(e)];
@@ -141,6 +144,19 @@ void gat_layer::edge_scores(std::span<const std::int64_t> indptr, std::span<cons
   const std::int32_t H = heads_;
   const auto targets = static_cast<std::int64_t>(indptr.size()) - 1;
   const auto edges = static_cast<Eigen::Index>(src.size());
+  // Checked before any read: in the push the edges come from another process.
+  if (targets < 0 || indptr.front() != 0 || indptr.back() != edges || er.rows() != targets ||
+      er.cols() != H || el.cols() != H || static_cast<std::int64_t>(dst_ids.size()) != targets ||
+      static_cast<Eigen::Index>(src_ids.size()) != el.rows())
+    throw std::invalid_argument("gat_layer::edge_scores: edges, scores or ids do not fit");
+  for (std::int64_t v = 0; v < targets; ++v)
+    if (indptr[static_cast<size_t>(v) + 1] < indptr[static_cast<size_t>(v)])
+      throw std::invalid_argument("gat_layer::edge_scores: indptr decreases at target " +
+                                  std::to_string(v));
+  for (std::int32_t u : src)
+    if (u < 0 || u >= el.rows())
+      throw std::invalid_argument("gat_layer::edge_scores: source row " + std::to_string(u) +
+                                  " outside the rows");
   score.resize(edges, H);
   const bool drop = seed && attention_dropout_ > 0.0f;
   keep.resize(drop ? edges : 0, H);

@@ -44,6 +44,7 @@ class gat_layer final : public gnn_layer {
   std::int32_t head_width() const { return head_width_; }
   bool concat() const { return concat_; }
   float attention_dropout() const { return attention_dropout_; }
+  float input_dropout() const { return input_dropout_; }
 
   // The pieces of a forward, public so that a layer computed piecewise (the decentralized push,
   // model/gat_push.hpp) does the same arithmetic.

@@ -18,6 +18,10 @@ attention_partial gat_push_forward(const gat_layer& layer, std::vector<std::int6
     throw std::invalid_argument("gat_push_forward: er or the target ids do not fit the targets");
   if (rows.cols() != layer.in_dim() || static_cast<Eigen::Index>(row_ids.size()) != rows.rows())
     throw std::invalid_argument("gat_push_forward: rows are not (ids, in_dim)");
+  if (attention_seed && layer.input_dropout() > 0.0f)
+    throw std::invalid_argument(
+        "gat_push_forward: input dropout is not split (only a model's first layer has it, and "
+        "the push runs its last)");
   cache.indptr = std::move(indptr);
   cache.src = std::move(src);
   cache.rows = std::move(rows);
@@ -53,6 +57,10 @@ void gat_push_backward(gat_layer& layer, const gat_push_cache& cache,
 Matrix gat_top_begin(const gat_layer& layer, const Matrix& h_self, gat_top_state& state) {
   if (h_self.cols() != layer.in_dim())
     throw std::invalid_argument("gat_top_begin: the targets' rows are not in_dim wide");
+  if (layer.input_dropout() > 0.0f)
+    throw std::invalid_argument(
+        "gat_top_begin: input dropout is not split (only a model's first layer has it, and the "
+        "push runs its last)");
   state.input = h_self;
   state.z.noalias() = state.input * layer.weight;
   layer.attention_terms(state.z, state.z.rows(), state.el, state.er);

@@ -14,7 +14,7 @@ namespace {}  // namespace
 gnn_model::gnn_model(const model_config& config, std::uint64_t init_seed) : config_(config) {
   if (config.in_dim <= 0 || config.hidden <= 0 || config.num_classes <= 0 || config.num_layers <= 0)
     throw std::invalid_argument("gnn_model: in_dim, hidden, num_classes, num_layers must be > 0");
-  if (config.dropout < 0.0f || config.dropout >= 1.0f)
+  if (!(config.dropout >= 0.0f && config.dropout < 1.0f))  // NaN fails too
     throw std::invalid_argument("gnn_model: dropout must be in [0, 1)");
   if (config.kind == model_kind::gat &&
       (config.heads <= 0 || config.output_heads <= 0 || config.hidden % config.heads != 0))

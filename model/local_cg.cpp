@@ -170,6 +170,9 @@ Matrix run_local_cg(const gnn_model& model, const local_cg& cg,
   state.outputs.assign(static_cast<size_t>(top), Matrix());
   state.masks.assign(static_cast<size_t>(top), Matrix());
   state.caches.assign(static_cast<size_t>(top), layer_cache());
+  // GAT's attention dropout, keyed as gnn_model's forward keys it.
+  for (int k = 0; k < top; ++k)
+    state.caches[static_cast<size_t>(k)].attention_seed = attention_dropout_seed(dropout_seed, k);
   if (pre_dropout) pre_dropout->assign(static_cast<size_t>(top), Matrix());
   for (int k = 0; k < top; ++k) {
     const block& b = cg.blocks[static_cast<size_t>(k)];
@@ -272,6 +275,9 @@ Matrix top_forward(const gnn_model& model, std::span<const node_id> seeds, const
                    const Matrix& agg, std::span<const std::int32_t> counts, top_layer_state& state,
                    std::span<const std::int32_t> degrees) {
   const bool gcn = model.config().kind == model_kind::gcn;
+  if (model.config().kind == model_kind::gat)
+    throw std::invalid_argument(
+        "top_forward: a GAT top layer merges attention partials (model/gat_push), not sums");
   if (gcn && degrees.size() != seeds.size())
     throw std::invalid_argument("top_forward: GCN needs every seed's in-degree");
   const auto b = static_cast<std::int32_t>(seeds.size());

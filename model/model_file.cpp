@@ -296,7 +296,16 @@ loaded_model decode_model_file(std::string_view bytes, const std::string& file) 
     if (s.transposed) {
       m = Eigen::Map<const Matrix>(v.data(), m.cols(), m.rows()).transpose();
     } else if (s.copies > 1) {
-      m = Eigen::Map<const Matrix>(v.data(), s.copies, m.size()).colwise().mean();
+      // Ours, written once per head, comes back exactly (a mean of equal floats need not);
+      // per-head biases trained elsewhere as their mean.
+      const Eigen::Map<const Matrix> per_head(v.data(), s.copies, m.size());
+      bool equal = true;
+      for (std::int64_t h = 1; h < s.copies && equal; ++h)
+        equal = per_head.row(h) == per_head.row(0);
+      if (equal)
+        m = per_head.row(0);
+      else
+        m = per_head.colwise().mean();
     } else {
       std::copy(v.begin(), v.end(), m.data());
     }

@@ -94,6 +94,9 @@ top_step model_replica::train_top_layer(std::span<const node_id> seeds, const Ma
                                         Matrix partial_sum, std::span<const std::int32_t> counts,
                                         std::span<const std::int32_t> labels,
                                         std::span<const std::int32_t> degrees) {
+  if (model_.config().kind == model_kind::gat)
+    throw std::invalid_argument(
+        "train_top_layer: a GAT top layer merges attention partials (model/gat_push), not sums");
   top_step out;
   const auto b = static_cast<Eigen::Index>(seeds.size());
   if (b == 0) return out;

@@ -106,7 +106,7 @@ TEST(GatLayer, GradientsOfEveryParameterAndTheInputMatchFiniteDifferences) {
     }
 }
 
-TEST(GatLayer, AttentionDropoutFollowsItsSeedAndTheEdgeNotTheRowOrder) {
+TEST(GatLayer, AttentionDropoutFollowsItsSeedAndInferenceDropsNothing) {
   const block b = random_block(20, 40, 6, 30);
   gat_layer l = make_layer(5, 8, 2, true, 0.5f);
   const Matrix x = random_matrix(40, 5, 31);

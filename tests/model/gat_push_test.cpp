@@ -19,7 +19,8 @@ namespace {
 
 constexpr std::int32_t kTargets = 15, kSources = 40, kIn = 6;
 
-/// Targets 0..14 are the first sources; each has 0..7 neighbours among sources 15..39.
+/// Targets 0..14 are the first sources; each has 0..7 neighbours among the other sources,
+/// other targets included (a shard then holds a copy of a target's row as a neighbour row).
 block target_block(std::uint32_t seed) {
   std::mt19937 rng(seed);
   block b;
@@ -27,9 +28,9 @@ block target_block(std::uint32_t seed) {
   for (std::int32_t i = 0; i < kSources; ++i)
     b.src_nodes.push_back(500 + 3 * i);
   for (std::int32_t v = 0; v < kTargets; ++v) {
-    std::vector<std::int32_t> all(kSources - kTargets);
-    for (std::int32_t u = 0; u < kSources - kTargets; ++u)
-      all[u] = kTargets + u;
+    std::vector<std::int32_t> all;
+    for (std::int32_t u = 0; u < kSources; ++u)
+      if (u != v) all.push_back(u);
     std::shuffle(all.begin(), all.end(), rng);
     all.resize(rng() % 8);
     b.indices.insert(b.indices.end(), all.begin(), all.end());
@@ -44,7 +45,9 @@ double max_diff(const Matrix& a, const Matrix& b) {
 }
 
 struct piecewise_result {
-  Matrix out, grad_self, grad_neighbours;
+  Matrix out;
+  Matrix grad_self;  ///< (targets, in) the owner's own rows
+  Matrix grad_rows;  ///< (sources, in) the shards' rows, every source (targets too)
 };
 
 /// The layer as the decentralized pipeline would run it: edge e goes to shard e % shards.
@@ -52,8 +55,7 @@ piecewise_result piecewise(gat_layer& layer, const block& b, const Matrix& x, co
                            int shards, const std::uint64_t* seed) {
   const std::span<const node_id> ids(b.src_nodes);
   const auto target_ids = ids.first(kTargets);
-  const auto row_ids = ids.subspan(kTargets);
-  const Matrix neighbour_rows = x.bottomRows(kSources - kTargets);
+  const auto row_ids = ids;  // the shards hold every source's row, targets' too
   gat_top_state top;
   const Matrix er = gat_top_begin(layer, x.topRows(kTargets), top);
   std::vector<gat_push_cache> caches(static_cast<size_t>(shards));
@@ -63,12 +65,12 @@ piecewise_result piecewise(gat_layer& layer, const block& b, const Matrix& x, co
     std::vector<std::int32_t> src;
     for (std::int32_t v = 0; v < kTargets; ++v) {
       for (std::int32_t e = b.indptr[v]; e < b.indptr[v + 1]; ++e)
-        if (e % shards == s) src.push_back(b.indices[static_cast<size_t>(e)] - kTargets);
+        if (e % shards == s) src.push_back(b.indices[static_cast<size_t>(e)]);
       indptr.push_back(static_cast<std::int64_t>(src.size()));
     }
     attention_partial p =
-        gat_push_forward(layer, std::move(indptr), std::move(src), neighbour_rows, er, target_ids,
-                         row_ids, seed, caches[static_cast<size_t>(s)]);
+        gat_push_forward(layer, std::move(indptr), std::move(src), x, er, target_ids, row_ids, seed,
+                         caches[static_cast<size_t>(s)]);
     if (!merged)
       merged = std::move(p);
     else
@@ -78,12 +80,12 @@ piecewise_result piecewise(gat_layer& layer, const block& b, const Matrix& x, co
   r.out = gat_top_finish(layer, target_ids, merged ? &*merged : nullptr, seed, top);
   const Matrix grad_heads = gat_top_backward(layer, g);
   Matrix grad_er = Matrix::Zero(kTargets, layer.heads());
-  r.grad_neighbours = Matrix::Zero(kSources - kTargets, kIn);
+  r.grad_rows = Matrix::Zero(kSources, kIn);
   for (int s = 0; s < shards; ++s) {
     Matrix grad_rows, shard_er;
     gat_push_backward(layer, caches[static_cast<size_t>(s)], top.merged, top.heads_out, grad_heads,
                       grad_rows, shard_er);
-    r.grad_neighbours += grad_rows;
+    r.grad_rows += grad_rows;
     grad_er += shard_er;
   }
   gat_top_backward_finish(layer, top, grad_heads, grad_er, r.grad_self);
@@ -117,8 +119,12 @@ TEST(GatPush, OwnerAndShardsComputeTheWholeLayerAndItsGradients) {
         const piecewise_result r = piecewise(parts, b, x, g, shards, &seed);
 
         EXPECT_LT(max_diff(r.out, out), 1e-5) << what;
-        EXPECT_LT(max_diff(r.grad_self, grad_src.topRows(kTargets)), 1e-5) << what;
-        EXPECT_LT(max_diff(r.grad_neighbours, grad_src.bottomRows(kSources - kTargets)), 1e-5)
+        // A target's row gets gradient as itself (owner) and as others' neighbour (shards).
+        const Matrix target_rows = r.grad_self + r.grad_rows.topRows(kTargets);
+        EXPECT_LT(max_diff(target_rows, grad_src.topRows(kTargets)), 1e-5) << what;
+        EXPECT_LT(max_diff(r.grad_rows.bottomRows(kSources - kTargets),
+                           grad_src.bottomRows(kSources - kTargets)),
+                  1e-5)
             << what;
         const auto want = whole.gradients();
         const auto have = parts.gradients();
@@ -137,6 +143,40 @@ TEST(GatPush, WithoutASeedNothingIsDroppedAsInInference) {
   gat_layer parts = layer;
   const piecewise_result r = piecewise(parts, b, x, Matrix::Zero(kTargets, 8), 3, /*seed=*/nullptr);
   EXPECT_LT(max_diff(r.out, inference), 1e-5);
+}
+
+TEST(GatPush, InputDropoutIsRefusedRatherThanSplitWrongly) {
+  const block b = target_block(3);
+  const Matrix x = random_matrix(kSources, kIn, 4);
+  gat_layer layer(kIn, 8, 2, true, 0.0f, /*input_dropout=*/0.3f);
+  layer.init(5);
+  gat_top_state top;
+  EXPECT_THROW(gat_top_begin(layer, x.topRows(kTargets), top), std::invalid_argument);
+  gat_push_cache cache;
+  const std::uint64_t seed = 1;
+  const std::span<const node_id> ids(b.src_nodes);
+  EXPECT_THROW(
+      gat_push_forward(layer, {0, 0}, {}, x, Matrix::Zero(1, 2), ids.first(1), ids, &seed, cache),
+      std::invalid_argument);
+}
+
+TEST(GatPush, EdgesFromAnotherProcessAreCheckedBeforeAnyRead) {
+  const block b = target_block(6);
+  const Matrix x = random_matrix(kSources, kIn, 7);
+  gat_layer layer(kIn, 8, 2, true, 0.0f);
+  layer.init(8);
+  const std::span<const node_id> ids(b.src_nodes);
+  const Matrix er = Matrix::Zero(2, 2);
+  gat_push_cache cache;
+  // A source row past the rows, an indptr that decreases, an indptr past the edges.
+  EXPECT_THROW(
+      gat_push_forward(layer, {0, 1, 1}, {kSources}, x, er, ids.first(2), ids, nullptr, cache),
+      std::invalid_argument);
+  EXPECT_THROW(gat_push_forward(layer, {0, 2, 1, 2}, {0, 1}, x, Matrix::Zero(3, 2), ids.first(3),
+                                ids, nullptr, cache),
+               std::invalid_argument);
+  EXPECT_THROW(gat_push_forward(layer, {0, 1, 5}, {0, 1}, x, er, ids.first(2), ids, nullptr, cache),
+               std::invalid_argument);
 }
 
 TEST(GatPush, ATargetWhoseNeighboursAllLieElsewhereStillAttendsToItself) {
