@@ -11,18 +11,6 @@
 
 namespace degnn {
 
-struct attention_cache {
-  Matrix input;                      ///< (num_src, in): the rows the forward read, dropped
-  Matrix input_mask;                 ///< (num_src, in) input dropout factors, or empty
-  Matrix z;                          ///< (num_src, H*F)
-  std::vector<std::int64_t> indptr;  ///< num_dst + 1: dst v's edges, its self edge first
-  std::vector<std::int32_t> src;     ///< source row of every edge
-  Matrix score;                      ///< (edges, H) after the LeakyReLU
-  Matrix keep;                       ///< (edges, H) attention dropout factors, or empty
-  attention_partial merged;          ///< max and sum of every dst's softmax
-  Matrix heads_out;                  ///< (num_dst, H*F) before the heads are combined
-};
-
 gat_layer::gat_layer(std::int32_t in_dim, std::int32_t out_dim, std::int32_t heads, bool concat,
                      float attention_dropout, float input_dropout)
     : gnn_layer(in_dim, out_dim),
@@ -67,7 +55,7 @@ void gat_layer::init(std::uint64_t seed) {
 void gat_layer::apply_rows(const block& b, const Matrix& h_src, std::span<const node_id> row_of,
                            Matrix& out, layer_cache* cache) const {
   check_input(b, h_src, row_of, "gat_layer");
-  const std::int32_t ns = b.num_src(), nd = b.num_dst();
+  const std::int32_t ns = b.num_src();
   attention_cache local;
   attention_cache* c = &local;
   if (cache) {
@@ -97,32 +85,40 @@ void gat_layer::apply_rows(const block& b, const Matrix& h_src, std::span<const 
   }
   if (!drop_input) c->input_mask.resize(0, 0);
   if (!cache) c->input.resize(0, 0);
-  const Matrix& z = c->z;
+  attend(b, *c, cache, out);
+}
+
+void gat_layer::attend(const block& b, attention_cache& c, const layer_cache* cache,
+                       Matrix& out) const {
+  const std::int32_t nd = b.num_dst();
+  const Matrix& z = c.z;
+  if (z.rows() != b.num_src() || z.cols() != heads_ * head_width_)
+    throw std::invalid_argument("gat_layer: the projected rows are not (num_src, H*F)");
   Matrix el, er;
   attention_terms(z, nd, el, er);
   // dst v's edges: itself first (GAT's neighbourhood includes the node), then its sampled
   // neighbours in block order.
-  c->indptr.resize(static_cast<size_t>(nd) + 1);
-  c->src.resize(static_cast<size_t>(b.num_edges()) + static_cast<size_t>(nd));
-  c->indptr[0] = 0;
+  c.indptr.resize(static_cast<size_t>(nd) + 1);
+  c.src.resize(static_cast<size_t>(b.num_edges()) + static_cast<size_t>(nd));
+  c.indptr[0] = 0;
   for (std::int32_t v = 0; v < nd; ++v) {
     std::int64_t k = static_cast<std::int64_t>(b.indptr[v]) + v;
-    c->src[static_cast<size_t>(k++)] = v;
+    c.src[static_cast<size_t>(k++)] = v;
     for (std::int32_t e = b.indptr[v]; e < b.indptr[v + 1]; ++e)
-      c->src[static_cast<size_t>(k++)] = b.indices[static_cast<size_t>(e)];
-    c->indptr[static_cast<size_t>(v) + 1] = k;
+      c.src[static_cast<size_t>(k++)] = b.indices[static_cast<size_t>(e)];
+    c.indptr[static_cast<size_t>(v) + 1] = k;
   }
   const bool drop = cache && attention_dropout_ > 0.0f;
   const std::span<const node_id> ids(b.src_nodes);
-  edge_scores(c->indptr, c->src, el, er, ids.first(static_cast<size_t>(nd)), ids,
-              drop ? &cache->attention_seed : nullptr, c->score, c->keep);
+  edge_scores(c.indptr, c.src, el, er, ids.first(static_cast<size_t>(nd)), ids,
+              drop ? &cache->attention_seed : nullptr, c.score, c.keep);
   const attention_edges e{
-      .indptr = c->indptr, .src = c->src, .score = &c->score, .keep = drop ? &c->keep : nullptr};
-  c->merged = attend_partial(e, z);
-  c->heads_out = finish_attention(c->merged);  // (nd, H*F)
-  combine_heads(c->heads_out, out);
+      .indptr = c.indptr, .src = c.src, .score = &c.score, .keep = drop ? &c.keep : nullptr};
+  c.merged = attend_partial(e, z);
+  c.heads_out = finish_attention(c.merged);  // (nd, H*F)
+  combine_heads(c.heads_out, out);
   if (!cache) return;
-  c->merged.value.resize(0, 0);  // backward needs the max and sum only
+  c.merged.value.resize(0, 0);  // backward needs the max and sum only
 }
 
 void gat_layer::attention_terms(const Matrix& z, Eigen::Index er_rows, Matrix& el,
@@ -251,14 +247,11 @@ void gat_layer::er_backward(const Matrix& grad_er, Eigen::Ref<const Matrix> z_ro
       grad_z_rows.row(v).segment(h * F, F) += grad_er(v, h) * attn_r.row(h);
 }
 
-void gat_layer::backward(const block& b, const layer_cache& cache, const Matrix& grad_out,
-                         Matrix* grad_src) {
-  if (!cache.attention) throw std::logic_error("gat_layer::backward without a training forward");
-  const attention_cache& c = *cache.attention;
-  const std::int32_t ns = b.num_src(), nd = b.num_dst();
-  const std::int32_t F = head_width_, H = heads_;
-  if (grad_out.rows() != nd || grad_out.cols() != out_dim_ || c.z.rows() != ns)
-    throw std::invalid_argument("gat_layer::backward: grad_out or the cache do not fit the block");
+Matrix gat_layer::backward_to_z(const attention_cache& c, const Matrix& grad_out) {
+  const auto ns = static_cast<std::int32_t>(c.z.rows());
+  const auto nd = static_cast<std::int32_t>(c.indptr.size()) - 1;
+  if (nd < 0 || grad_out.rows() != nd || grad_out.cols() != out_dim_)
+    throw std::invalid_argument("gat_layer: grad_out does not fit the forward's destinations");
   const Matrix grad_heads = split_gradient(grad_out);  // (nd, H*F)
   const attention_edges e{.indptr = c.indptr,
                           .src = c.src,
@@ -266,11 +259,22 @@ void gat_layer::backward(const block& b, const layer_cache& cache, const Matrix&
                           .keep = c.keep.size() > 0 ? &c.keep : nullptr};
   std::vector<std::int64_t> tindptr, tedge;
   transpose_attention_edges(e, ns, tindptr, tedge);
-  Matrix grad_z = Matrix::Zero(ns, H * F);
+  Matrix grad_z = Matrix::Zero(ns, heads_ * head_width_);
   Matrix grad_score;
   attention_backward(e, c.z, c.merged, c.heads_out, grad_heads, tindptr, tedge, grad_score, grad_z);
   const Matrix grad_er = score_backward(e, tindptr, tedge, std::move(grad_score), c.z, grad_z);
   er_backward(grad_er, c.z.topRows(nd), grad_z.topRows(nd));
+  return grad_z;
+}
+
+void gat_layer::backward(const block& b, const layer_cache& cache, const Matrix& grad_out,
+                         Matrix* grad_src) {
+  if (!cache.attention) throw std::logic_error("gat_layer::backward without a training forward");
+  const attention_cache& c = *cache.attention;
+  if (grad_out.rows() != b.num_dst() || c.z.rows() != b.num_src() ||
+      static_cast<std::int64_t>(c.indptr.size()) != b.num_dst() + 1)
+    throw std::invalid_argument("gat_layer::backward: grad_out or the cache do not fit the block");
+  const Matrix grad_z = backward_to_z(c, grad_out);
   grad_weight.noalias() += c.input.transpose() * grad_z;  // (in, H*F)
   if (!grad_src) return;
   grad_src->noalias() = grad_z * weight.transpose();  // (ns, in)

@@ -8,13 +8,23 @@
 #include <span>
 #include <vector>
 
+#include "model/attention.hpp"
 #include "model/layers.hpp"
 
 namespace degnn {
 
 /// What a GAT forward keeps for backward (layer_cache::attention).
-struct attention_cache;
-struct attention_edges;
+struct attention_cache {
+  Matrix input;                      ///< (num_src, in): the rows the forward read, dropped
+  Matrix input_mask;                 ///< (num_src, in) input dropout factors, or empty
+  Matrix z;                          ///< (num_src, H*F)
+  std::vector<std::int64_t> indptr;  ///< num_dst + 1: dst v's edges, its self edge first
+  std::vector<std::int32_t> src;     ///< source row of every edge
+  Matrix score;                      ///< (edges, H) after the LeakyReLU
+  Matrix keep;                       ///< (edges, H) attention dropout factors, or empty
+  attention_partial merged;          ///< max and sum of every dst's softmax
+  Matrix heads_out;                  ///< (num_dst, H*F) before the heads are combined
+};
 
 /// out (num_dst, out) = heads combined [concat: out = H*F; mean: out = F] + bias, where head h
 /// of dst v is sum_k alpha_k z_k[h] over v itself and its sampled neighbours, z = h_src W
@@ -71,6 +81,12 @@ class gat_layer final : public gnn_layer {
   Matrix score_backward(const attention_edges& e, std::span<const std::int64_t> tindptr,
                         std::span<const std::int64_t> tedge, Matrix grad_score, const Matrix& z,
                         Matrix& grad_z);
+  /// The forward from the projected rows c.z (num_src, H*F) on: scores, softmax, heads. cache
+  /// non-null: training (its attention_seed keys the dropout); c keeps what the backward needs.
+  void attend(const block& b, attention_cache& c, const layer_cache* cache, Matrix& out) const;
+  /// The backward down to the projected rows: d loss / d z (num_src, H*F) from grad_out
+  /// (num_dst, out), adding to the bias and attention vectors' gradients (not the weight's).
+  Matrix backward_to_z(const attention_cache& c, const Matrix& grad_out);
   /// Adds d loss / d er (n, H) of rows z_rows (n, H*F) to grad_attn_r and grad_z_rows (n, H*F).
   void er_backward(const Matrix& grad_er, Eigen::Ref<const Matrix> z_rows,
                    Eigen::Ref<Matrix> grad_z_rows);

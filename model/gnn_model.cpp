@@ -79,7 +79,10 @@ Matrix gnn_model::run(const sampled_batch& batch, const Matrix* dense, const spa
   batch_ = training ? &batch : nullptr;
   table_input_ = table;
   sparse_cache_.reset();
-  if (sparse && training) sparse_cache_ = std::make_shared<sparse_layer_cache>();
+  if (sparse && training) {
+    sparse_cache_ = std::make_shared<sparse_layer_cache>();
+    sparse_cache_->attention_seed = attention_dropout_seed(dropout_seed, 0);
+  }
   hidden_.resize(n - 1);
   masks_.resize(n - 1);
   Matrix logits;

@@ -205,7 +205,10 @@ Matrix run_local_cg(const gnn_model& model, const local_cg& cg,
       for (size_t i = 0; i < from.size(); ++i)
         refs[i] = from[i] >= 0 ? sparse_row_ref{sparse_local, from[i]}
                                : sparse_row_ref{sparse_leaves, -1 - from[i]};
-      if (training) state.sparse_first = std::make_shared<sparse_layer_cache>();
+      if (training) {
+        state.sparse_first = std::make_shared<sparse_layer_cache>();
+        state.sparse_first->attention_seed = attention_dropout_seed(dropout_seed, 0);
+      }
       sparse_layer_forward(model.layer(0), b, assemble_rows(refs, sparse_local->cols()), out,
                            state.sparse_first.get());
       finish_layer(model, b, k, training, dropout_seed, out, state, pre_dropout);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/aggregate.hpp"
+#include "model/gat_layer.hpp"
 #include "model/layers.hpp"
 
 namespace degnn {
@@ -197,14 +198,30 @@ void sparse_layer_forward(const gnn_layer& layer, const block& b, const sparse_r
     c.agg.m = aggregation_matrix(b, &w.edge, &w.self_term) * x_src.m;
     out.noalias() = c.agg.m * gcn->weight;
     out.rowwise() += gcn->bias.row(0);
+  } else if (const auto* gat = dynamic_cast<const gat_layer*>(&layer)) {
+    check_input(layer, b, x_src, "gat_layer");
+    if (cache && gat->input_dropout() > 0.0f)
+      throw std::invalid_argument(
+          "gat_layer: input dropout on compressed feature rows is not written (use dense rows)");
+    attention_cache local;
+    attention_cache* ac = &local;
+    layer_cache key;
+    if (cache) {
+      cache->attention = std::make_shared<attention_cache>();
+      cache->input = x_src;
+      ac = cache->attention.get();
+      key.attention_seed = cache->attention_seed;
+    }
+    ac->z = x_src.m * gat->weight;  // (num_src, H*F)
+    gat->attend(b, *ac, cache ? &key : nullptr, out);
   } else {
-    throw std::invalid_argument("sparse input: the first layer is neither SAGE nor GCN");
+    throw std::invalid_argument("sparse input: the first layer is neither SAGE, GCN nor GAT");
   }
 }
 
 void sparse_layer_backward(gnn_layer& layer, const sparse_layer_cache& cache,
                            const Matrix& grad_out) {
-  if (grad_out.rows() != cache.agg.rows())
+  if (!cache.attention && grad_out.rows() != cache.agg.rows())  // GAT checks its own
     throw std::invalid_argument("sparse_layer_backward: the gradient has " +
                                 std::to_string(grad_out.rows()) + " rows, the forward made " +
                                 std::to_string(cache.agg.rows()));
@@ -215,8 +232,13 @@ void sparse_layer_backward(gnn_layer& layer, const sparse_layer_cache& cache,
   } else if (auto* gcn = dynamic_cast<gcn_layer*>(&layer)) {
     gcn->grad_weight.noalias() += cache.agg.m.transpose() * grad_out;
     gcn->grad_bias += grad_out.colwise().sum();
+  } else if (auto* gat = dynamic_cast<gat_layer*>(&layer)) {
+    if (!cache.attention)
+      throw std::logic_error("sparse_layer_backward: a GAT layer without a training forward");
+    const Matrix grad_z = gat->backward_to_z(*cache.attention, grad_out);
+    gat->grad_weight.noalias() += cache.input.m.transpose() * grad_z;  // (in, H*F)
   } else {
-    throw std::invalid_argument("sparse input: the first layer is neither SAGE nor GCN");
+    throw std::invalid_argument("sparse input: the first layer is neither SAGE, GCN nor GAT");
   }
 }
 

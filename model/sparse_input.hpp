@@ -5,6 +5,7 @@
 #pragma once
 
 #include <Eigen/SparseCore>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -15,6 +16,7 @@
 namespace degnn {
 
 class gnn_layer;
+struct attention_cache;
 
 /// Compressed rows (CSR) of input features; an exact copy of the dense rows without the zeros.
 struct sparse_rows {
@@ -58,10 +60,14 @@ void make_features_sparse(dataset& d);
 struct sparse_layer_cache {
   sparse_rows h_dst;  ///< (num_dst, in): SAGE's self rows
   sparse_rows agg;    ///< (num_dst, in): the aggregated neighbour rows
+  sparse_rows input;  ///< (num_src, in): GAT's source rows (its weight gradient)
+  std::shared_ptr<attention_cache> attention;  ///< GAT's forward past the projection
+  std::uint64_t attention_seed = 0;            ///< GAT's attention dropout, set by the caller
 };
 
-/// layer.apply(b, dense rows of x_src, out, ...), computed on the compressed rows, for a SAGE or a
-/// GCN layer; fills *cache for sparse_layer_backward when cache is not null.
+/// layer.apply(b, dense rows of x_src, out, ...), computed on the compressed rows, for a SAGE, a
+/// GCN or a GAT layer (GAT: the projection runs on them, the attention on its dense output, no
+/// input dropout); fills *cache for sparse_layer_backward when cache is not null.
 void sparse_layer_forward(const gnn_layer& layer, const block& b, const sparse_rows& x_src,
                           Matrix& out, sparse_layer_cache* cache);
 /// Accumulates the layer's parameter gradients for grad_out (num_dst, out), as layer.backward

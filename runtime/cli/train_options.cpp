@@ -170,10 +170,10 @@ train_settings read_train_settings(const option_set& opts) {
   }
   s.normalize_features = opts.choice("normalize-features", {"none", "row"});
   s.sparse_features = opts.flag("sparse-features");
-  if (s.sparse_features && s.model.model == "gat")
+  if (s.sparse_features && s.model.model == "gat" && s.model.input_dropout > 0.0f)
     throw config_error(
-        "--sparse-features runs a SAGE or GCN first layer on compressed rows; "
-        "--model gat reads dense features");
+        "--input-dropout drops entries of dense rows; with --sparse-features "
+        "leave it at 0");
   s.partition_in_memory = opts.flag("partition-in-memory");
   s.seed = static_cast<std::uint64_t>(opts.integer("seed", 0));
   s.model.seed = s.seed;

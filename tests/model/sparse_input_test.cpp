@@ -80,12 +80,15 @@ void check_model(model_kind kind, bool weighted) {
   for (size_t r = 0; r < inputs.size(); ++r)
     x_in.row(static_cast<Eigen::Index>(r)) = x.row(inputs[r]);
   const sparse_rows xs_in = gather_rows(xs, inputs);
-  const model_config config{.kind = kind,
-                            .in_dim = 500,
-                            .hidden = 16,
-                            .num_classes = 4,
-                            .num_layers = 2,
-                            .dropout = 0.3f};
+  model_config config{.kind = kind,
+                      .in_dim = 500,
+                      .hidden = 16,
+                      .num_classes = 4,
+                      .num_layers = 2,
+                      .dropout = 0.3f};
+  config.heads = 4;  // GAT: 4 heads of 4, 2 averaged output heads, attention dropout
+  config.output_heads = 2;
+  config.attention_dropout = 0.3f;
   gnn_model dense(config, 5), sparse(config, 5);
   for (gnn_model* m : {&dense, &sparse})
     for (Matrix* p : m->parameters())
@@ -174,6 +177,10 @@ TEST(SparseInput, SageWithImportanceWeightsGivesTheDenseLogitsAndGradients) {
 
 TEST(SparseInput, GcnOnCompressedRowsGivesTheDenseLogitsAndGradients) {
   check_model(model_kind::gcn, false);
+}
+
+TEST(SparseInput, GatOnCompressedRowsGivesTheDenseLogitsAndGradients) {
+  check_model(model_kind::gat, false);
 }
 
 TEST(SparseInput, MakeFeaturesSparseKeepsTheWidthAndRefusesAWrongShape) {
