@@ -40,6 +40,12 @@ void check_edges(const attention_edges& e, const Matrix& values, const char* who
 
 }  // namespace
 
+attention_edges edges_of(const std::vector<std::int64_t>& indptr,
+                         const std::vector<std::int32_t>& src, const Matrix& score,
+                         const Matrix& keep) {
+  return {.indptr = indptr, .src = src, .score = &score, .keep = keep.size() > 0 ? &keep : nullptr};
+}
+
 attention_partial attend_partial(const attention_edges& e, const Matrix& values) {
   check_edges(e, values, "attend_partial");
   const auto targets = static_cast<Eigen::Index>(e.indptr.size() - 1);

@@ -23,6 +23,11 @@ struct attention_edges {
   const Matrix* keep = nullptr;          ///< (num_edges, H) or null: no dropout
 };
 
+/// The edges (indptr, src) with their scores and keep factors (empty keep: no dropout).
+attention_edges edges_of(const std::vector<std::int64_t>& indptr,
+                         const std::vector<std::int32_t>& src, const Matrix& score,
+                         const Matrix& keep);
+
 /// Per target and head: max = the largest score (-inf when the holder has no edge of the
 /// target), sum = sum_k exp(score_k - max), value = sum_k exp(score_k - max) keep_k v[src_k]
 /// (head h's columns are h*F .. h*F+F).

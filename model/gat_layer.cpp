@@ -85,10 +85,10 @@ void gat_layer::apply_rows(const block& b, const Matrix& h_src, std::span<const 
   }
   if (!drop_input) c->input_mask.resize(0, 0);
   if (!cache) c->input.resize(0, 0);
-  attend(b, *c, cache, out);
+  attend(b, *c, cache ? &cache->attention_seed : nullptr, out);
 }
 
-void gat_layer::attend(const block& b, attention_cache& c, const layer_cache* cache,
+void gat_layer::attend(const block& b, attention_cache& c, const std::uint64_t* attention_seed,
                        Matrix& out) const {
   const std::int32_t nd = b.num_dst();
   const Matrix& z = c.z;
@@ -108,16 +108,13 @@ void gat_layer::attend(const block& b, attention_cache& c, const layer_cache* ca
       c.src[static_cast<size_t>(k++)] = b.indices[static_cast<size_t>(e)];
     c.indptr[static_cast<size_t>(v) + 1] = k;
   }
-  const bool drop = cache && attention_dropout_ > 0.0f;
   const std::span<const node_id> ids(b.src_nodes);
-  edge_scores(c.indptr, c.src, el, er, ids.first(static_cast<size_t>(nd)), ids,
-              drop ? &cache->attention_seed : nullptr, c.score, c.keep);
-  const attention_edges e{
-      .indptr = c.indptr, .src = c.src, .score = &c.score, .keep = drop ? &c.keep : nullptr};
-  c.merged = attend_partial(e, z);
+  edge_scores(c.indptr, c.src, el, er, ids.first(static_cast<size_t>(nd)), ids, attention_seed,
+              c.score, c.keep);
+  c.merged = attend_partial(edges_of(c.indptr, c.src, c.score, c.keep), z);
   c.heads_out = finish_attention(c.merged);  // (nd, H*F)
   combine_heads(c.heads_out, out);
-  if (!cache) return;
+  if (!attention_seed) return;
   c.merged.value.resize(0, 0);  // backward needs the max and sum only
 }
 
@@ -248,23 +245,26 @@ void gat_layer::er_backward(const Matrix& grad_er, Eigen::Ref<const Matrix> z_ro
 }
 
 Matrix gat_layer::backward_to_z(const attention_cache& c, const Matrix& grad_out) {
-  const auto ns = static_cast<std::int32_t>(c.z.rows());
   const auto nd = static_cast<std::int32_t>(c.indptr.size()) - 1;
   if (nd < 0 || grad_out.rows() != nd || grad_out.cols() != out_dim_)
     throw std::invalid_argument("gat_layer: grad_out does not fit the forward's destinations");
   const Matrix grad_heads = split_gradient(grad_out);  // (nd, H*F)
-  const attention_edges e{.indptr = c.indptr,
-                          .src = c.src,
-                          .score = &c.score,
-                          .keep = c.keep.size() > 0 ? &c.keep : nullptr};
-  std::vector<std::int64_t> tindptr, tedge;
-  transpose_attention_edges(e, ns, tindptr, tedge);
-  Matrix grad_z = Matrix::Zero(ns, heads_ * head_width_);
-  Matrix grad_score;
-  attention_backward(e, c.z, c.merged, c.heads_out, grad_heads, tindptr, tedge, grad_score, grad_z);
-  const Matrix grad_er = score_backward(e, tindptr, tedge, std::move(grad_score), c.z, grad_z);
+  Matrix grad_z;
+  const Matrix grad_er = edges_backward(edges_of(c.indptr, c.src, c.score, c.keep), c.z, c.merged,
+                                        c.heads_out, grad_heads, grad_z);
   er_backward(grad_er, c.z.topRows(nd), grad_z.topRows(nd));
   return grad_z;
+}
+
+Matrix gat_layer::edges_backward(const attention_edges& e, const Matrix& z,
+                                 const attention_partial& merged, const Matrix& heads_out,
+                                 const Matrix& grad_heads, Matrix& grad_z) {
+  std::vector<std::int64_t> tindptr, tedge;
+  transpose_attention_edges(e, static_cast<std::int32_t>(z.rows()), tindptr, tedge);
+  grad_z = Matrix::Zero(z.rows(), z.cols());
+  Matrix grad_score;
+  attention_backward(e, z, merged, heads_out, grad_heads, tindptr, tedge, grad_score, grad_z);
+  return score_backward(e, tindptr, tedge, std::move(grad_score), z, grad_z);
 }
 
 void gat_layer::backward(const block& b, const layer_cache& cache, const Matrix& grad_out,

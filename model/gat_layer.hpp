@@ -74,19 +74,20 @@ class gat_layer final : public gnn_layer {
   void combine_heads(const Matrix& heads_out, Matrix& out) const;
   /// d loss / d heads' outputs (n, H*F) from grad_out (n, out); adds to grad_bias.
   Matrix split_gradient(const Matrix& grad_out);
-  /// Back through the scores of edges e over rows z (rows, H*F), the transpose (tindptr, tedge)
-  /// grouping the edges by row: grad_score (edges, H) = d loss / d score after the LeakyReLU.
-  /// Adds the el part to grad_attn_l and grad_z (rows, H*F); returns d loss / d er (targets, H),
-  /// which the caller hands to er_backward where the targets' rows are.
-  Matrix score_backward(const attention_edges& e, std::span<const std::int64_t> tindptr,
-                        std::span<const std::int64_t> tedge, Matrix grad_score, const Matrix& z,
-                        Matrix& grad_z);
-  /// The forward from the projected rows c.z (num_src, H*F) on: scores, softmax, heads. cache
-  /// non-null: training (its attention_seed keys the dropout); c keeps what the backward needs.
-  void attend(const block& b, attention_cache& c, const layer_cache* cache, Matrix& out) const;
+  /// The forward from the projected rows c.z (num_src, H*F) on: scores, softmax, heads.
+  /// attention_seed non-null: training, it keys the attention dropout; c keeps what the backward
+  /// needs.
+  void attend(const block& b, attention_cache& c, const std::uint64_t* attention_seed,
+              Matrix& out) const;
   /// The backward down to the projected rows: d loss / d z (num_src, H*F) from grad_out
   /// (num_dst, out), adding to the bias and attention vectors' gradients (not the weight's).
   Matrix backward_to_z(const attention_cache& c, const Matrix& grad_out);
+  /// Back through the attention and the scores of edges e over rows z (rows, H*F), from
+  /// grad_heads = d loss / d the heads' outputs and the forward's merged max and sum and heads'
+  /// output: sets grad_z (rows, H*F), adds the el part to grad_attn_l, and returns d loss / d er
+  /// (targets, H), which the caller hands to er_backward where the targets' rows are.
+  Matrix edges_backward(const attention_edges& e, const Matrix& z, const attention_partial& merged,
+                        const Matrix& heads_out, const Matrix& grad_heads, Matrix& grad_z);
   /// Adds d loss / d er (n, H) of rows z_rows (n, H*F) to grad_attn_r and grad_z_rows (n, H*F).
   void er_backward(const Matrix& grad_er, Eigen::Ref<const Matrix> z_rows,
                    Eigen::Ref<Matrix> grad_z_rows);
@@ -99,6 +100,12 @@ class gat_layer final : public gnn_layer {
   Matrix grad_weight, grad_attn_l, grad_attn_r, grad_bias;
 
  private:
+  /// edges_backward past the softmax: grad_score (edges, H) = d loss / d score after the
+  /// LeakyReLU, the transpose (tindptr, tedge) grouping the edges by row.
+  Matrix score_backward(const attention_edges& e, std::span<const std::int64_t> tindptr,
+                        std::span<const std::int64_t> tedge, Matrix grad_score, const Matrix& z,
+                        Matrix& grad_z);
+
   std::int32_t heads_, head_width_;
   bool concat_;
   float attention_dropout_;

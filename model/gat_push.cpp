@@ -7,29 +7,6 @@
 
 namespace degnn {
 
-namespace {
-
-attention_edges edges_of(const std::vector<std::int64_t>& indptr,
-                         const std::vector<std::int32_t>& src, const Matrix& score,
-                         const Matrix& keep) {
-  return {.indptr = indptr, .src = src, .score = &score, .keep = keep.size() > 0 ? &keep : nullptr};
-}
-
-// Back through the attention and the scores of edges e over rows z: sets grad_z (rows, H*F),
-// adds the el part to the layer's attn_l gradient, returns d loss / d er (targets, H).
-Matrix attend_backward(gat_layer& layer, const attention_edges& e, const Matrix& z,
-                       const attention_partial& merged, const Matrix& heads_out,
-                       const Matrix& grad_heads, Matrix& grad_z) {
-  std::vector<std::int64_t> tindptr, tedge;
-  transpose_attention_edges(e, static_cast<std::int32_t>(z.rows()), tindptr, tedge);
-  grad_z = Matrix::Zero(z.rows(), z.cols());
-  Matrix grad_score;
-  attention_backward(e, z, merged, heads_out, grad_heads, tindptr, tedge, grad_score, grad_z);
-  return layer.score_backward(e, tindptr, tedge, std::move(grad_score), z, grad_z);
-}
-
-}  // namespace
-
 attention_partial gat_push_forward(const gat_layer& layer, std::vector<std::int64_t> indptr,
                                    std::vector<std::int32_t> src, Matrix rows, const Matrix& er,
                                    std::span<const node_id> target_ids,
@@ -60,8 +37,8 @@ void gat_push_backward(gat_layer& layer, const gat_push_cache& cache,
                        const attention_partial& merged, const Matrix& heads_out,
                        const Matrix& grad_heads, Matrix& grad_rows, Matrix& grad_er) {
   Matrix grad_z;
-  grad_er = attend_backward(layer, edges_of(cache.indptr, cache.src, cache.score, cache.keep),
-                            cache.z, merged, heads_out, grad_heads, grad_z);
+  grad_er = layer.edges_backward(edges_of(cache.indptr, cache.src, cache.score, cache.keep),
+                                 cache.z, merged, heads_out, grad_heads, grad_z);
   layer.grad_weight.noalias() += cache.rows.transpose() * grad_z;  // (in, H*F)
   grad_rows.noalias() = grad_z * layer.weight.transpose();         // (n, in)
 }
@@ -114,9 +91,8 @@ void gat_top_backward_finish(gat_layer& layer, const gat_top_state& state, const
   if (shards_grad_er.rows() != state.z.rows() || shards_grad_er.cols() != layer.heads())
     throw std::invalid_argument("gat_top_backward_finish: the shards' grad_er is not (targets, H)");
   Matrix grad_z;
-  Matrix grad_er =
-      attend_backward(layer, edges_of(state.indptr, state.src, state.score, state.keep), state.z,
-                      state.merged, state.heads_out, grad_heads, grad_z);
+  Matrix grad_er = layer.edges_backward(edges_of(state.indptr, state.src, state.score, state.keep),
+                                        state.z, state.merged, state.heads_out, grad_heads, grad_z);
   grad_er += shards_grad_er;
   layer.er_backward(grad_er, state.z, grad_z);
   layer.grad_weight.noalias() += state.input.transpose() * grad_z;

@@ -36,6 +36,10 @@ gnn_model::gnn_model(const model_config& config, std::uint64_t init_seed) : conf
   }
 }
 
+const char* model_kind_name(model_kind k) {
+  return k == model_kind::gcn ? "gcn" : k == model_kind::gat ? "gat" : "sage";
+}
+
 std::uint64_t layer_dropout_seed(std::uint64_t dropout_seed, std::int32_t layer) {
   return mix64(dropout_seed ^ mix64(static_cast<std::uint64_t>(layer) + 1));
 }

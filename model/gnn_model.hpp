@@ -23,6 +23,9 @@ struct feature_table {
 
 enum class model_kind : std::int32_t { sage = 0, gcn = 1, gat = 2 };
 
+/// "sage", "gcn" or "gat": the name options, model files and summaries use.
+const char* model_kind_name(model_kind k);
+
 struct model_config {
   model_kind kind = model_kind::sage;
   std::int32_t in_dim = 0;       ///< input feature width

@@ -17,10 +17,6 @@ namespace {
 
 constexpr const char* kSettingsEntry = "degnn_settings";
 
-const char* model_name(model_kind k) {
-  return k == model_kind::gcn ? "gcn" : k == model_kind::gat ? "gat" : "sage";
-}
-
 // What each model's layer aggregates with, as the file names it.
 const char* aggregator_of(const std::string& model) {
   return model == "gcn" ? "gcn" : model == "gat" ? "attention" : "mean";
@@ -29,8 +25,8 @@ const char* aggregator_of(const std::string& model) {
 std::map<std::string, std::string> settings_strings(const model_settings& s) {
   const model_config& c = s.config;
   std::map<std::string, std::string> m = {{"degnn_model_file", "1"},
-                                          {"model", model_name(c.kind)},
-                                          {"aggregator", aggregator_of(model_name(c.kind))},
+                                          {"model", model_kind_name(c.kind)},
+                                          {"aggregator", aggregator_of(model_kind_name(c.kind))},
                                           {"layers", std::to_string(c.num_layers)},
                                           {"in_dim", std::to_string(c.in_dim)},
                                           {"hidden", std::to_string(c.hidden)},
@@ -314,7 +310,7 @@ loaded_model decode_model_file(std::string_view bytes, const std::string& file) 
 }
 
 std::string model_summary(const model_config& c) {
-  std::string text = std::string(model_name(c.kind)) + ", " + std::to_string(c.num_layers) +
+  std::string text = std::string(model_kind_name(c.kind)) + ", " + std::to_string(c.num_layers) +
                      " layers, " + std::to_string(c.in_dim) + " -> " + std::to_string(c.hidden) +
                      " -> " + std::to_string(c.num_classes);
   if (c.kind == model_kind::gat)

@@ -205,15 +205,13 @@ void sparse_layer_forward(const gnn_layer& layer, const block& b, const sparse_r
           "gat_layer: input dropout on compressed feature rows is not written (use dense rows)");
     attention_cache local;
     attention_cache* ac = &local;
-    layer_cache key;
     if (cache) {
       cache->attention = std::make_shared<attention_cache>();
       cache->input = x_src;
       ac = cache->attention.get();
-      key.attention_seed = cache->attention_seed;
     }
     ac->z = x_src.m * gat->weight;  // (num_src, H*F)
-    gat->attend(b, *ac, cache ? &key : nullptr, out);
+    gat->attend(b, *ac, cache ? &cache->attention_seed : nullptr, out);
   } else {
     throw std::invalid_argument("sparse input: the first layer is neither SAGE, GCN nor GAT");
   }

@@ -82,7 +82,7 @@ int infer_on_partitions(const option_set& opts, const loaded_model& m, std::int3
   s.partitions = opts.str("partitions");
   s.pipeline = "centralized";  // evaluation is the same in both; no history to set up
   s.parts = meta.num_parts;
-  s.model.model = c.kind == model_kind::gcn ? "gcn" : c.kind == model_kind::gat ? "gat" : "sage";
+  s.model.model = model_kind_name(c.kind);
   s.model.heads = c.heads;
   s.model.output_heads = c.output_heads;
   s.model.attention_dropout = c.attention_dropout;

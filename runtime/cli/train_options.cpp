@@ -129,6 +129,36 @@ std::vector<option_spec> train_option_specs() {
   return specs;
 }
 
+namespace {
+
+// GAT's options (--heads and the rest), after --model, --hidden, --pipeline and
+// --sparse-features: refused for the other models, checked against the run for GAT.
+void read_attention_settings(const option_set& opts, train_settings& s) {
+  if (s.model.model == "gat") {
+    s.model.heads = static_cast<std::int32_t>(opts.integer("heads", 1, 1024));
+    s.model.output_heads = static_cast<std::int32_t>(opts.integer("output-heads", 1, 1024));
+    s.model.attention_dropout = static_cast<float>(opts.real("attention-dropout", 0, 0.99));
+    s.model.input_dropout = static_cast<float>(opts.real("input-dropout", 0, 0.99));
+    if (s.model.hidden % s.model.heads != 0)
+      throw config_error("--heads " + std::to_string(s.model.heads) + " must divide --hidden " +
+                         std::to_string(s.model.hidden) + " (the heads are concatenated)");
+    if (s.pipeline == "decentralized" || opts.given("compare-with"))
+      throw config_error(
+          "--model gat runs in one process and in the centralized pipeline; the decentralized "
+          "pipeline does not push attention yet (so no --compare-with either)");
+  } else {
+    for (const char* key : {"heads", "output-heads", "attention-dropout", "input-dropout"})
+      if (opts.given(key))
+        throw config_error(std::string("--") + key + " applies to --model gat only");
+  }
+  if (s.sparse_features && s.model.model == "gat" && s.model.input_dropout > 0.0f)
+    throw config_error(
+        "--input-dropout drops entries of dense rows; with --sparse-features "
+        "leave it at 0");
+}
+
+}  // namespace
+
 train_settings read_train_settings(const option_set& opts) {
   train_settings s;
   s.data = opts.str("data");
@@ -151,29 +181,9 @@ train_settings read_train_settings(const option_set& opts) {
   s.model.lr = static_cast<float>(opts.real("lr", 0, 10));
   s.model.weight_decay = static_cast<float>(opts.real("weight-decay", 0, 10));
   s.model.dropout = static_cast<float>(opts.real("dropout", 0, 0.99));
-  if (s.model.model == "gat") {
-    s.model.heads = static_cast<std::int32_t>(opts.integer("heads", 1, 1024));
-    s.model.output_heads = static_cast<std::int32_t>(opts.integer("output-heads", 1, 1024));
-    s.model.attention_dropout = static_cast<float>(opts.real("attention-dropout", 0, 0.99));
-    s.model.input_dropout = static_cast<float>(opts.real("input-dropout", 0, 0.99));
-    if (s.model.hidden % s.model.heads != 0)
-      throw config_error("--heads " + std::to_string(s.model.heads) + " must divide --hidden " +
-                         std::to_string(s.model.hidden) + " (the heads are concatenated)");
-    if (s.pipeline == "decentralized" || opts.given("compare-with"))
-      throw config_error(
-          "--model gat runs in one process and in the centralized pipeline; the decentralized "
-          "pipeline does not push attention yet (so no --compare-with either)");
-  } else {
-    for (const char* key : {"heads", "output-heads", "attention-dropout", "input-dropout"})
-      if (opts.given(key))
-        throw config_error(std::string("--") + key + " applies to --model gat only");
-  }
   s.normalize_features = opts.choice("normalize-features", {"none", "row"});
   s.sparse_features = opts.flag("sparse-features");
-  if (s.sparse_features && s.model.model == "gat" && s.model.input_dropout > 0.0f)
-    throw config_error(
-        "--input-dropout drops entries of dense rows; with --sparse-features "
-        "leave it at 0");
+  read_attention_settings(opts, s);
   s.partition_in_memory = opts.flag("partition-in-memory");
   s.seed = static_cast<std::uint64_t>(opts.integer("seed", 0));
   s.model.seed = s.seed;
