@@ -5,13 +5,10 @@
 // no process is left behind even when the launcher itself is killed. Given --data instead of
 // --partitions, it first partitions the dataset into N parts beside the dataset's cache (as
 // `degnn train --parts N` would, once: a later launch reuses them) and says where.
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,10 +16,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -30,6 +25,7 @@
 #include "model/partition_store.hpp"
 #include "runtime/cli/cli_options.hpp"
 #include "runtime/cli/commands.hpp"
+#include "runtime/transport/port_reservation.hpp"
 
 namespace degnn {
 
@@ -40,31 +36,6 @@ int signal_pipe[2] = {-1, -1};
 void on_signal(int sig) {
   const char c = static_cast<char>(sig);
   [[maybe_unused]] const auto n = ::write(signal_pipe[1], &c, 1);
-}
-
-// A free loopback port below the kernel's ephemeral range: the seed binds it only after loading
-// its partitions, and meanwhile no outgoing connection (a joiner retrying) can be given it as a
-// source port.
-std::uint16_t free_loopback_port() {
-  int low = 32768;
-  if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
-    if (std::fscanf(f, "%d", &low) != 1) low = 32768;
-    std::fclose(f);
-  }
-  std::mt19937 rng(static_cast<unsigned>(::getpid()) ^ static_cast<unsigned>(::time(nullptr)));
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    const int candidate =
-        20000 + static_cast<int>(rng() % static_cast<unsigned>(std::max(1, low - 20000)));
-    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<std::uint16_t>(candidate));
-    const bool free = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(s);
-    if (free) return static_cast<std::uint16_t>(candidate);
-  }
-  throw std::runtime_error("launch: no free loopback port below the ephemeral range");
 }
 
 struct node_process {
@@ -398,7 +369,8 @@ int run_launch(int argc, char** argv) {
                         {"--partitions", partitions_for(o->data, o->nodes, o->method,
                                                         o->partition_seed, o->cache_dir)});
   }
-  const std::string seed = "127.0.0.1:" + std::to_string(free_loopback_port());
+  const port_reservation seed_port;
+  const std::string seed = "127.0.0.1:" + std::to_string(seed_port.port());
   catch_signals();
   supervisor cluster(start_nodes(*o, seed));
   std::fprintf(stderr, "launch: %d nodes, seed at %s\n", o->nodes, seed.c_str());

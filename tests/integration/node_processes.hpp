@@ -79,28 +79,43 @@ class child_process {
   bool exited_ = false;
 };
 
-// Two consecutive free loopback ports (a node listens on P; P+1 is kept free as well).
+// Two consecutive free loopback ports (a node listens on P; P+1 is kept free as well), held for
+// the test process's life as port_reservation holds the launcher's seed port: bound without
+// SO_REUSEADDR (so another test's draw or launcher sees them busy), then marked SO_REUSEADDR and
+// never listening, so the node (whose door binds with SO_REUSEADDR) can still listen there and a
+// connect to a port nobody listens on is still refused.
 inline std::uint16_t free_port_pair() {
   // Below the kernel's ephemeral range (32768-60999 on Linux), drawn at random: a port the kernel
   // picked for someone is released and then handed to the next connect or `:0` listener of any
   // process (every node's door makes a private loopback pair per connection), so a test that
-  // listened on it a moment later could find it taken. Here only another test's draw can collide.
-  static std::mt19937 draw(
-      static_cast<std::uint32_t>(::getpid()) ^
-      static_cast<std::uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  auto bindable = [](std::uint16_t port) {
-    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  // listened on it a moment later could find it taken.
+  static std::mt19937 draw(std::random_device{}());
+  static std::vector<int> held;  // closed when the test process ends
+  auto hold = [](std::uint16_t port) {
+    const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a.sin_port = htons(port);
-    const bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    const int one = 1;
+    if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0)
+      return s;
     ::close(s);
-    return ok;
+    return -1;
   };
   for (int attempt = 0; attempt < 200; ++attempt) {
     const auto p = static_cast<std::uint16_t>(20000 + draw() % 12700);
-    if (bindable(p) && bindable(static_cast<std::uint16_t>(p + 1))) return p;
+    const int first = hold(p);
+    if (first < 0) continue;
+    const int second = hold(static_cast<std::uint16_t>(p + 1));
+    if (second < 0) {
+      ::close(first);
+      continue;
+    }
+    held.push_back(first);
+    held.push_back(second);
+    return p;
   }
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "runtime/transport/cluster_certificates.hpp"
+#include "runtime/transport/port_reservation.hpp"
 #include "tests/model/temp_dir.hpp"
 
 using namespace degnn;
@@ -62,9 +63,9 @@ struct side {
     door.reset();
     sys.reset();
   }
-  std::uint16_t publish(const echo_actor& a) {
+  std::uint16_t publish(const echo_actor& a, std::uint16_t port = 0) {
     published = a;
-    return door->listen({"127.0.0.1", 0}, caf::actor_cast<caf::strong_actor_ptr>(a),
+    return door->listen({"127.0.0.1", port}, caf::actor_cast<caf::strong_actor_ptr>(a),
                         sys->message_types(a));
   }
   std::size_t count(const std::string& text) {
@@ -152,6 +153,34 @@ TEST(PeerDoor, APeerReachesThePublishedActorAndLargeMessagesPassWhole) {
   EXPECT_EQ(back.back(), '!');
   EXPECT_EQ(a.door->counts().accepted, 1u);
   EXPECT_EQ(a.door->counts().refused, 0u);
+}
+
+// `degnn launch` holds its seed's port from the start, so parallel launchers never pick the same
+// one (CI once saw two seeds race for a port; the loser's joiner knocked on the other cluster).
+// Held ports are busy to any other bind and to other reservations, yet the seed's door listens
+// on its own held port and a peer reaches the actor behind it.
+TEST(PeerDoor, AReservedPortIsRefusedToOthersButTheDoorListensOnIt) {
+  const port_reservation held;
+  std::vector<std::unique_ptr<port_reservation>> others;
+  for (int i = 0; i < 50; ++i) {
+    others.push_back(std::make_unique<port_reservation>());
+    EXPECT_NE(others.back()->port(), held.port());
+  }
+  const int plain = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  at.sin_port = htons(held.port());
+  EXPECT_NE(::bind(plain, reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
+  EXPECT_EQ(errno, EADDRINUSE);
+  ::close(plain);
+  EXPECT_EQ(raw_connect(held.port()), -1);  // held, not listening: refused, never accepted
+
+  side a(std::nullopt), b(std::nullopt);
+  ASSERT_EQ(a.publish(a.sys->spawn(echo), held.port()), held.port());
+  const echo_actor remote = reach(b, held.port());
+  ASSERT_TRUE(remote);
+  EXPECT_EQ(ask(b, remote, "seed"), "seed!");
 }
 
 // A node that ends right after it answered (node 0 refusing a greeting, then exiting) must not
