@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,30 @@ const std::vector<node_id>& seeds_of(batch_state& st, std::uint32_t epoch, std::
 /// Centralized step (batch_centralized_step.cpp): sample hop by hop, pull features, train the
 /// replica; replies with the gradient and the step statistics.
 caf::result<wire_message> start_centralized_step(self_ptr self, const wire::control& c);
+
+/// One decentralized step in flight on its owner.
+struct owner_job {
+  std::uint64_t step = 0;
+  std::uint64_t applies = 0;  ///< the weights the step computes with
+  std::vector<node_id> seeds;
+  std::vector<std::int32_t> counts;  ///< sampled neighbours per seed
+  /// Per part: the seed positions its push's targets stand for.
+  std::vector<std::vector<std::int32_t>> push_targets;
+  promise rp;
+};
+
+/// Width of the rows the shards' answers carry: the top layer's input.
+Eigen::Index push_width(const batch_state& st);
+
+/// The step's statistics for the coordinator (counted), the step noted as seeded when it was.
+wire_message step_stats_reply(batch_state& st, std::uint64_t step, const step_stats& stats);
+
+/// GAT's owner step once every first push was answered (batch_owner_attention.cpp): er to every
+/// shard, their attention partials merged, the top layer, loss and backward, the returns in two
+/// rounds (the own rows' gradient needs every shard's d loss / d er); then job->rp gets the
+/// statistics as for the other models.
+void finish_attention_step(self_ptr self, const std::shared_ptr<owner_job>& job,
+                           std::vector<wire_message>& replies);
 
 /// Decentralized owner step (batch_owner_step.cpp): sample the seeds' neighbours, push to their
 /// owners, top layer, loss, gradients back; replies with the step statistics once every shard

@@ -9,21 +9,6 @@ namespace degnn::batch_detail {
 
 namespace {
 
-// One step in flight on its owner.
-struct owner_job {
-  std::uint64_t step = 0;
-  std::vector<node_id> seeds;
-  std::vector<std::int32_t> counts;  ///< sampled neighbours per seed
-  /// Per part: the seed positions its push's targets stand for.
-  std::vector<std::vector<std::int32_t>> push_targets;
-  promise rp;
-};
-
-Eigen::Index push_width(const batch_state& st) {
-  const int top = st.settings.top_level();
-  return top > 0 ? st.replica->model().layer(top - 1).out_dim() : st.part->features.cols();
-}
-
 // Every part answered: neighbour sums, top layer, loss, its backward, and the gradients of the
 // partial sums back to their shards.
 void finish_owner_step(self_ptr self, const std::shared_ptr<owner_job>& job,
@@ -73,13 +58,7 @@ void finish_owner_step(self_ptr self, const std::shared_ptr<owner_job>& job,
     count(st, static_cast<int>(q), msg);
     returns.push_back({st.shards[q], std::move(msg), static_cast<int>(q)});
   }
-  if (top.stats.seeds > 0) st.seeded_steps.insert(job->step);
-  wire::allreduce_chunk stats{.h = {job->step, me},
-                              .loss = top.stats.loss_sum,
-                              .seeds = top.stats.seeds,
-                              .correct = top.stats.correct};
-  auto reply = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, stats));
-  count(st, kCoordinatorPart, reply);
+  auto reply = step_stats_reply(st, job->step, top.stats);
   timer.end();
   gather(
       self, grad_ret_atom_v, std::move(returns), st.settings.timeout,
@@ -113,7 +92,10 @@ void send_pushes(self_ptr self, std::shared_ptr<owner_job> job,
             job->step, st.stages,
             [self, job, replies = std::move(replies)]() mutable {
               try {
-                finish_owner_step(self, job, replies);
+                if (self->state.replica->config().model == "gat")
+                  finish_attention_step(self, job, replies);
+                else
+                  finish_owner_step(self, job, replies);
               } catch (const std::exception& e) {
                 ++self->state.rejected;
                 job->rp.deliver(as_error(self->state, actor_errc::rejected,
@@ -135,6 +117,22 @@ void send_pushes(self_ptr self, std::shared_ptr<owner_job> job,
 
 }  // namespace
 
+Eigen::Index push_width(const batch_state& st) {
+  const int top = st.settings.top_level();
+  return top > 0 ? st.replica->model().layer(top - 1).out_dim() : st.part->features.cols();
+}
+
+wire_message step_stats_reply(batch_state& st, std::uint64_t step, const step_stats& stats) {
+  if (stats.seeds > 0) st.seeded_steps.insert(step);
+  wire::allreduce_chunk out{.h = {step, st.part->part},
+                            .loss = stats.loss_sum,
+                            .seeds = stats.seeds,
+                            .correct = stats.correct};
+  auto reply = pack(wire::kind::allreduce_chunk, wire::encode(st.ctx, out));
+  count(st, kCoordinatorPart, reply);
+  return reply;
+}
+
 caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::control& c) {
   auto& st = self->state;
   const auto& part = *st.part;
@@ -143,6 +141,7 @@ caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::co
   const auto parts = st.shards.size();
   auto job = std::make_shared<owner_job>();
   job->step = c.h.step;
+  job->applies = c.counts.empty() ? 0 : c.counts.front();
   // The weights this step's forward needs (the previous step may still be in its all-reduce).
   if (c.counts.size() != 1) throw wire::wire_error("step control without the weights it needs");
   if (!st.weights.need(job->step, c.counts.front()))

@@ -170,9 +170,17 @@ shard_actor::behavior_type shard_behavior(self_ptr self,
         return with_peers(wire::kind::control, m, [&] { return evaluate_layer(self, control(m)); });
       },
       [self, with_peers](push_atom, const wire_message& m) {
+        if (m.kind == static_cast<std::uint16_t>(wire::kind::attention_push))
+          return with_peers(wire::kind::attention_push, m, [&]() -> caf::result<wire_message> {
+            return serve_attention_push(self->state, m);
+          });
         return with_peers(wire::kind::computation_push, m, [&] { return serve_push(self, m); });
       },
       [self, guarded](grad_ret_atom, const wire_message& m) {
+        if (m.kind == static_cast<std::uint16_t>(wire::kind::attention_return))
+          return guarded(wire::kind::attention_return, m, [&]() -> caf::result<wire_message> {
+            return serve_attention_return(self->state, m);
+          });
         return guarded(wire::kind::gradient_return, m, [&]() -> caf::result<wire_message> {
           return serve_gradient_return(self->state, m);
         });

@@ -18,6 +18,7 @@
 #include "actors/stage_log.hpp"
 #include "actors/weight_gate.hpp"
 #include "actors/worker_settings.hpp"
+#include "model/gat_push.hpp"
 #include "model/halo_cache.hpp"
 #include "model/local_cg.hpp"
 #include "model/partition_book.hpp"
@@ -34,6 +35,10 @@ struct served_push {
   std::vector<float> neighbor_scale;  ///< GCN: per listed neighbour, 1/sqrt(degree + 1)
   caf::typed_response_promise<wire_message> rp;
   std::optional<wire::gradient_return> grad;
+  // GAT (a second push, then two returns; docs/design.md section 2):
+  bool attended = false;                              ///< the attention push was answered
+  gat_push_cache attention;                           ///< what its backward needs
+  std::optional<gat_push_gradients> attention_grads;  ///< from the first return
 };
 
 /// Everything a shard holds for one decentralized step: every owner's push (its own included),

@@ -46,6 +46,17 @@ wire_message serve_gradient_return(shard_state& st, const wire_message& m);
 /// order, commits the steps' history rows to the embedding store, and replies this replica's
 /// gradient.
 caf::result<wire_message> gradient_phase(self_ptr self, const wire::control& c);
+// -- decentralized GAT step (shard_attention.cpp) --
+
+/// Whether this replica's model is GAT: its steps take an attention push and return too.
+bool attention_model(const shard_state& st);
+/// Answers an owner's attention push (its step computed): its targets' attention partials.
+wire_message serve_attention_push(shard_state& st, const wire_message& m);
+/// Answers an attention return with d loss / d er and keeps the push's gradient share.
+wire_message serve_attention_return(shard_state& st, const wire_message& m);
+/// Adds every push's kept attention gradient share of a step to the replica, in sender order.
+void add_attention_gradients(shard_state& st, const served_step& s);
+
 /// Width of a level's rows as this replica computes them (level 0: the features).
 Eigen::Index level_width(const shard_state& st, int level);
 /// Makes the halo cache hold levels 0 (features) to the history's top level.

@@ -95,6 +95,10 @@ void finish_step(self_ptr self, std::uint64_t step) {
       served_push& p = *s.pushes[q];
       wire::partial_aggregate res{.h = {step, st.part->part}, .counts = p.push.counts};
       gather_partial_sums(s.plan, q, views[q], s.outs, width, res.sums, res.own_rows);
+      if (attention_model(st)) {  // GAT: the own rows now, the partials with the second push
+        res.sums.resize(0, width);
+        res.counts.clear();
+      }
       auto msg = pack(wire::kind::partial_aggregate, wire::encode(st.ctx, res));
       count(st, static_cast<int>(q), msg);
       p.rp.deliver(std::move(msg));
@@ -249,16 +253,23 @@ std::vector<history_commit> history_rows(const shard_state& st, const served_ste
 std::vector<history_commit> backward_step(shard_state& st, std::uint64_t step, served_step& s) {
   stage_timer timer(st.stages, stage::backward, step);
   const auto views = views_of(s);
+  const bool gat = attention_model(st);
+  const Matrix none;
   std::vector<const Matrix*> grads, own_grads;
   for (size_t q = 0; q < s.pushes.size(); ++q) {
     const served_push& p = *s.pushes[q];
-    if (!p.grad)
+    // GAT: the attention return gave each listed neighbour's own gradient; a plain return
+    // comes only for the own rows, when the push asked for some.
+    const bool returned =
+        gat ? p.attention_grads && (p.push.rows.empty() || p.grad) : p.grad.has_value();
+    if (!returned)
       throw wire::wire_error("step " + std::to_string(step) + ": part " + std::to_string(q) +
                              " returned no gradient");
-    grads.push_back(&p.grad->grads);
-    own_grads.push_back(&p.grad->own_grads);
+    grads.push_back(gat ? &p.attention_grads->rows : &p.grad->grads);
+    own_grads.push_back(p.grad ? &p.grad->own_grads : &none);
   }
-  auto per_graph = scatter_gradients(s.plan, views, grads, own_grads, push_width(st));
+  if (gat) add_attention_gradients(st, s);
+  auto per_graph = scatter_gradients(s.plan, views, grads, own_grads, push_width(st), gat);
   for (size_t g = 0; g < per_graph.size(); ++g) {
     if (s.graphs[g].top_level > 0)
       backward_local_cg(st.replica->model(), s.graphs[g], s.states[g], std::move(per_graph[g]));
@@ -337,7 +348,11 @@ wire_message serve_gradient_return(shard_state& st, const wire_message& m) {
   }
   served_push& p = *it->second.pushes[static_cast<size_t>(g.h.sender)];
   if (p.grad) throw wire::wire_error("a second gradient_return for one push");
-  if (g.grads.rows() != static_cast<Eigen::Index>(p.push.targets.size()))
+  // GAT: only the own rows' gradient comes so (after the attention return), never sums'.
+  if (attention_model(st) && (!p.attention_grads || g.grads.rows() != 0))
+    throw wire::wire_error(
+        "a GAT push's gradient_return carries own-row gradients only, after its attention_return");
+  if (!attention_model(st) && g.grads.rows() != static_cast<Eigen::Index>(p.push.targets.size()))
     throw wire::wire_error("gradient_return has the wrong row count");
   if (g.own_grads.rows() != static_cast<Eigen::Index>(p.push.rows.size()))
     throw wire::wire_error("gradient_return has the wrong number of own-row gradients");

@@ -43,6 +43,24 @@ void gat_push_backward(gat_layer& layer, const gat_push_cache& cache,
   grad_rows.noalias() = grad_z * layer.weight.transpose();         // (n, in)
 }
 
+gat_push_gradients gat_push_backward_apart(const gat_layer& layer, const gat_push_cache& cache,
+                                           const attention_partial& merged, const Matrix& heads_out,
+                                           const Matrix& grad_heads) {
+  gat_layer scratch = layer;  // the weights and shapes; its gradients start at zero
+  scratch.grad_weight.setZero();
+  scratch.grad_attn_l.setZero();
+  gat_push_gradients out;
+  gat_push_backward(scratch, cache, merged, heads_out, grad_heads, out.rows, out.er);
+  out.weight = std::move(scratch.grad_weight);
+  out.attn_l = std::move(scratch.grad_attn_l);
+  return out;
+}
+
+void gat_push_gradients::add_to(gat_layer& layer) const {
+  layer.grad_weight += weight;
+  layer.grad_attn_l += attn_l;
+}
+
 Matrix gat_top_begin(const gat_layer& layer, const Matrix& h_self, gat_top_state& state) {
   if (h_self.cols() != layer.in_dim())
     throw std::invalid_argument("gat_top_begin: the targets' rows are not in_dim wide");

@@ -41,6 +41,22 @@ void gat_push_backward(gat_layer& layer, const gat_push_cache& cache,
                        const attention_partial& merged, const Matrix& heads_out,
                        const Matrix& grad_heads, Matrix& grad_rows, Matrix& grad_er);
 
+/// A shard's share of the layer's gradient kept apart from its replica: the shard adds the shares
+/// of a step's pushes at its gradient phase, in sender order, so that the sum does not depend on
+/// the order the owners' returns arrived in.
+struct gat_push_gradients {
+  Matrix weight, attn_l;  ///< d loss / d the layer's weight and attn_l through these edges
+  Matrix rows;            ///< (n, in) d loss / d the rows
+  Matrix er;              ///< (targets, H) d loss / d er, for the owner
+  /// Adds weight and attn_l to the layer's gradients.
+  void add_to(gat_layer& layer) const;
+};
+
+/// gat_push_backward into a gat_push_gradients, leaving the layer as it is.
+gat_push_gradients gat_push_backward_apart(const gat_layer& layer, const gat_push_cache& cache,
+                                           const attention_partial& merged, const Matrix& heads_out,
+                                           const Matrix& grad_heads);
+
 /// The owner's part: the targets' own rows and edges, the merge, the heads.
 struct gat_top_state {
   Matrix input;                      ///< (targets, in) the targets' own rows

@@ -80,10 +80,20 @@ void gather_partial_sums(const push_plan& plan, std::size_t p, const push_view& 
   }
 }
 
+Matrix gather_neighbor_rows(const push_plan& plan, std::size_t p, const push_view& push,
+                            const std::vector<Matrix>& outs, Eigen::Index width) {
+  Matrix rows(static_cast<Eigen::Index>(push.neighbors.size()), width);
+  for (std::size_t j = 0; j < push.neighbors.size(); ++j) {
+    const auto [g, r] = plan.neighbor_at[p][j];
+    rows.row(static_cast<Eigen::Index>(j)) = outs[static_cast<std::size_t>(g)].row(r);
+  }
+  return rows;
+}
+
 std::vector<Matrix> scatter_gradients(const push_plan& plan, std::span<const push_view> pushes,
                                       std::span<const Matrix* const> grads,
-                                      std::span<const Matrix* const> own_grads,
-                                      Eigen::Index width) {
+                                      std::span<const Matrix* const> own_grads, Eigen::Index width,
+                                      bool per_neighbor) {
   std::vector<Matrix> out(plan.graphs.size());
   for (std::size_t g = 0; g < out.size(); ++g)
     out[g] = Matrix::Zero(static_cast<Eigen::Index>(plan.graphs[g].size()), width);
@@ -94,7 +104,9 @@ std::vector<Matrix> scatter_gradients(const push_plan& plan, std::span<const pus
     for (std::size_t t = 0; t < push.targets.size(); ++t) {
       for (std::int32_t k = 0; k < push.counts[t]; ++k, ++j) {
         const auto [g, r] = plan.neighbor_at[p][j];
-        if (scaled)
+        if (per_neighbor)
+          out[static_cast<std::size_t>(g)].row(r) += grads[p]->row(static_cast<Eigen::Index>(j));
+        else if (scaled)
           out[static_cast<std::size_t>(g)].row(r) +=
               push.neighbor_scale[j] * grads[p]->row(static_cast<Eigen::Index>(t));
         else

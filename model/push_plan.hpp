@@ -51,11 +51,18 @@ void gather_partial_sums(const push_plan& plan, std::size_t p, const push_view& 
                          const std::vector<Matrix>& outs, Eigen::Index width, Matrix& sums,
                          Matrix& own_rows);
 
+/// GAT's alternative to gather_partial_sums: the row (neighbors, width) of every listed
+/// neighbour of push p, in the push's order (an attention partial weighs each one apart).
+Matrix gather_neighbor_rows(const push_plan& plan, std::size_t p, const push_view& push,
+                            const std::vector<Matrix>& outs, Eigen::Index width);
+
 /// Per sub-graph, the gradient of its target rows: the sum over pushes (in push order) of each
 /// target's partial-sum gradient (grads[p], (targets, width)) onto every neighbour it summed, and
-/// of own_grads[p] ((rows, width), or empty) onto the asked rows.
+/// of own_grads[p] ((rows, width), or empty) onto the asked rows. per_neighbor (GAT): grads[p]
+/// is (neighbors, width) instead, each listed neighbour's own gradient.
 std::vector<Matrix> scatter_gradients(const push_plan& plan, std::span<const push_view> pushes,
                                       std::span<const Matrix* const> grads,
-                                      std::span<const Matrix* const> own_grads, Eigen::Index width);
+                                      std::span<const Matrix* const> own_grads, Eigen::Index width,
+                                      bool per_neighbor = false);
 
 }  // namespace degnn

@@ -96,6 +96,39 @@ struct GradientReturn {
   ownGrads @4 :Data;          # gradient of each of the push's own rows (count x cols) float32
 }
 
+# -- decentralized GAT (DESIGN.md section 2; docs/design.md section 2) --
+# A target's attention weights need its own er = a_r . z_v, known to its owner only once the
+# owner's own shard answered the step's ComputationPush with the target's row (the first push's
+# PartialAggregate then carries ownRows and no sums). Then, per step and shard, one round each:
+
+struct AttentionPush {         # owner -> shard: the second push of a step
+  header @0 :Header;
+  applies @1 :UInt64;          # the step's weights, as its ComputationPush named them
+  heads @2 :UInt32;
+  er @3 :Data;                 # per target of the ComputationPush, per head: a_r . z (float32)
+}
+
+struct AttentionPartial {      # its answer: per target and head the softmax partial
+  header @0 :Header;
+  heads @1 :UInt32;
+  rows @2 :UInt32;             # targets
+  cols @3 :UInt32;             # heads x F
+  values @4 :Data;             # sum_k exp(score_k - max) keep_k z_k (rows x cols float32)
+  scoreMax @5 :Data;           # largest score (rows x heads float32)
+  expSum @6 :Data;             # sum_k exp(score_k - max) (rows x heads float32)
+}
+
+struct AttentionReturn {       # owner -> shard: what the shard's backward needs; the shard's
+  header @0 :Header;           # answer is an AttentionReturn too, grads = d loss / d er
+  heads @1 :UInt32;            # (rows x heads) and nothing else. The own rows' gradient follows
+  rows @2 :UInt32;             # in a GradientReturn without grads once every shard answered.
+  cols @3 :UInt32;
+  grads @4 :Data;              # d loss / d each target's attention output (rows x cols float32)
+  scoreMax @5 :Data;           # the merged softmax's largest score and sum (rows x heads each)
+  expSum @6 :Data;
+  headsOut @7 :Data;           # the attention outputs (rows x cols float32)
+}
+
 # -- historical embeddings --
 
 struct EmbeddingGet {

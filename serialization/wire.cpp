@@ -149,6 +149,12 @@ const char* kind_name(kind k) {
       return "allreduce_chunk";
     case kind::control:
       return "control";
+    case kind::attention_push:
+      return "attention_push";
+    case kind::attention_partial:
+      return "attention_partial";
+    case kind::attention_return:
+      return "attention_return";
   }
   return "unknown";
 }

@@ -54,8 +54,11 @@ enum class kind : std::uint16_t {
   embedding_rows,
   allreduce_chunk,
   control,
+  attention_push,
+  attention_partial,
+  attention_return,
 };
-inline constexpr int kNumKinds = 14;  ///< array size for per-kind counters (index = kind value)
+inline constexpr int kNumKinds = 17;  ///< array size for per-kind counters (index = kind value)
 const char* kind_name(kind k);
 
 struct header {
@@ -187,6 +190,30 @@ struct gradient_return {
   Matrix own_grads;  ///< (push rows, width): d loss / d own row, or empty
 };
 
+/// GAT's second push of a step: per target of the step's computation_push, er (targets, heads).
+struct attention_push {
+  header h;
+  std::uint64_t applies = 0;  ///< the step's weights
+  Matrix er;
+};
+
+/// Per target and head the softmax partial over the shard's edges (model/attention.hpp).
+struct attention_partial_rows {
+  header h;
+  Matrix values;              ///< (targets, heads * F)
+  Matrix score_max, exp_sum;  ///< (targets, heads)
+};
+
+/// Owner to shard: grads = d loss / d the targets' attention outputs (targets, heads * F) with
+/// the merged softmax (score_max, exp_sum (targets, heads)) and the outputs (heads_out). Shard to
+/// owner: grads = d loss / d er (targets, heads), the rest empty.
+struct attention_return {
+  header h;
+  std::uint32_t heads = 0;
+  Matrix grads;
+  Matrix score_max, exp_sum, heads_out;
+};
+
 using bytes = std::vector<char>;
 
 bytes encode(const context& c, const sample_request& m);
@@ -214,6 +241,12 @@ bytes encode(const context& c, const gradient_return& m);
 computation_push decode_computation_push(const context& c, std::span<const char> b);
 partial_aggregate decode_partial_aggregate(const context& c, std::span<const char> b);
 gradient_return decode_gradient_return(const context& c, std::span<const char> b);
+bytes encode(const context& c, const attention_push& m);
+bytes encode(const context& c, const attention_partial_rows& m);
+bytes encode(const context& c, const attention_return& m);
+attention_push decode_attention_push(const context& c, std::span<const char> b);
+attention_partial_rows decode_attention_partial(const context& c, std::span<const char> b);
+attention_return decode_attention_return(const context& c, std::span<const char> b);
 embedding_get decode_embedding_get(const context& c, std::span<const char> b);
 /// sparse: the answer to a get of level 0 in a run on compressed feature rows (a SparseRows).
 embedding_rows decode_embedding_rows(const context& c, std::span<const char> b,

@@ -53,7 +53,8 @@ std::shared_ptr<const fault_policy> read_fault_policy(const option_set& opts) {
   // The requests workers send each other: replies and the coordinator's commands are not faulted.
   const wire::kind faultable[] = {wire::kind::sample_request,  wire::kind::feature_request,
                                   wire::kind::halo_request,    wire::kind::computation_push,
-                                  wire::kind::gradient_return, wire::kind::embedding_get};
+                                  wire::kind::gradient_return, wire::kind::embedding_get,
+                                  wire::kind::attention_push,  wire::kind::attention_return};
   for (const std::string& name : items(opts.str("faults-kinds"))) {
     int found = -1;
     std::string known;

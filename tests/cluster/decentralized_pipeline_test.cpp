@@ -142,7 +142,7 @@ TEST_P(OnePartition, DecentralizedEqualsCentralizedStepByStep) {
 
 INSTANTIATE_TEST_SUITE_P(DecentralizedPipeline, OnePartition,
                          ::testing::Combine(::testing::Values(2, 3),
-                                            ::testing::Values("sage", "gcn")),
+                                            ::testing::Values("sage", "gcn", "gat")),
                          [](const auto& info) {
                            return std::string(std::get<1>(info.param)) +
                                   std::to_string(std::get<0>(info.param)) + "Layers";
@@ -156,6 +156,7 @@ train_settings exact_settings(const std::string& pipeline, int history_bits,
   s.model.model = model;
   s.fanouts = {-1, -1, -1};
   s.model.dropout = 0.0f;
+  s.model.attention_dropout = 0.0f;
   s.history_bits = history_bits;
   s.staleness = 1;
   s.batch_size = 32;
@@ -224,10 +225,39 @@ TEST_P(ExactHistory, FullFanoutWithExactHistoryEqualsExactInferenceOnFourParts) 
   EXPECT_NEAR(centralized, want, 1e-5 * std::abs(want));
 }
 
-INSTANTIATE_TEST_SUITE_P(DecentralizedPipeline, ExactHistory, ::testing::Values("sage", "gcn"),
+INSTANTIATE_TEST_SUITE_P(DecentralizedPipeline, ExactHistory,
+                         ::testing::Values("sage", "gcn", "gat"),
                          [](const auto& info) { return std::string(info.param); });
 
 // -- four partitions: traffic --
+
+// GAT pushes attention (docs/design.md section 2): after the computation push, an attention push
+// with the targets' er, answered with softmax partials; an attention return, answered with
+// d loss / d er. Only the owner's own shard gets a gradient return (the own rows'), so none
+// crosses a node. Deterministic, with identical replicas, and moving the parameters.
+TEST(DecentralizedPipeline, GatOnFourPartsPushesAttentionDeterministically) {
+  train_settings s = settings("decentralized", 4, 3);
+  s.model.model = "gat";
+  s.model.heads = 4;
+  s.fanouts = {10, 10, 10};
+  s.batch_size = 64;
+  const cluster_result a = run(s);
+  const cluster_result b = run(s);
+  EXPECT_TRUE(a.replicas_identical);
+  EXPECT_EQ(a.parameters, b.parameters);
+  EXPECT_EQ(a.traffic.rejected, 0u);
+  EXPECT_NE(model_replica(full_config(s, cora())).parameters(), a.parameters);
+  const auto msgs = [&](wire::kind k) { return a.traffic.sent.messages[static_cast<size_t>(k)]; };
+  EXPECT_GT(msgs(wire::kind::computation_push), 0u);
+  EXPECT_EQ(msgs(wire::kind::attention_push), msgs(wire::kind::computation_push));
+  EXPECT_EQ(msgs(wire::kind::attention_partial), msgs(wire::kind::attention_push));
+  EXPECT_EQ(msgs(wire::kind::partial_aggregate), msgs(wire::kind::computation_push));
+  EXPECT_EQ(msgs(wire::kind::attention_return), 2 * msgs(wire::kind::attention_push))
+      << "one each way per push";
+  EXPECT_EQ(msgs(wire::kind::gradient_return), 0u);
+  for (auto k : {wire::kind::feature_request, wire::kind::sample_request})
+    EXPECT_EQ(bytes_of(a, k), 0u) << wire::kind_name(k);
+}
 
 TEST(DecentralizedPipeline, FourPartsTrainWithIdenticalReplicasAndDeterministicPushTraffic) {
   train_settings s = settings("decentralized", 4, 3);

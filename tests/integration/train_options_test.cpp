@@ -67,8 +67,9 @@ TEST(TrainOptions, AnOptionTheRunWouldIgnoreIsAnErrorNamingIt) {
       {{"--data", cora, "--model", "gat", "--hidden", "60", "--heads", "8"},
        "--heads 8 must divide --hidden 60"},
       {{"--data", cora, "--heads", "4"}, "--heads applies to --model gat only"},
-      {{"--data", cora, "--model", "gat", "--parts", "2", "--pipeline", "decentralized"},
-       "the decentralized pipeline does not push attention yet"},
+      {{"--data", cora, "--model", "gat", "--parts", "2", "--pipeline", "decentralized",
+        "--layers", "1", "--fanouts", "5", "--input-dropout", "0.3"},
+       "--input-dropout with one layer and the decentralized pipeline"},
       {{"--data", cora, "--model", "gat", "--sparse-features", "--input-dropout", "0.2"},
        "with --sparse-features leave it at 0"},
   };
