@@ -23,8 +23,9 @@ namespace degnn::wire {
 /// (steps pull every row they read first) and halo requests may ask for quantized rows, 4 since
 /// workers' reports add each stage's median and 95th percentile per step, 5 since the workers may
 /// all-reduce the gradient in a ring among themselves (Control.ring), 6 since feature rows may
-/// travel compressed (SparseRows).
-inline constexpr std::uint16_t kProtocolVersion = 6;
+/// travel compressed (SparseRows), 7 since decentralized GAT steps send attention pushes,
+/// partials and returns (three new kinds).
+inline constexpr std::uint16_t kProtocolVersion = 7;
 
 class wire_error : public std::runtime_error {
  public:

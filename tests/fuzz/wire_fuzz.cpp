@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::span<const char> b(reinterpret_cast<const char*>(data + 1), size - 1);
   const std::uint8_t bits[] = {32, 8, 4, 2};
   try {
-    switch (data[0] % 24) {
+    switch (data[0] % 27) {
       case 0:
         decode_sample_request(c, b);
         break;
@@ -80,6 +80,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       case 20:
         decode_membership_view(c, b);
+        break;
+      case 21:
+        decode_attention_push(c, b);
+        break;
+      case 22:
+        decode_attention_partial(c, b);
+        break;
+      case 23:
+        decode_attention_return(c, b);
         break;
       default:
         decode_row_block(c, b, bits[data[0] % 4], data[0] & 1);

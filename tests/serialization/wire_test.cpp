@@ -417,6 +417,114 @@ TEST(WireDecentralized, RoundTripsAPushAPartialAggregateAndAGradientReturn) {
   EXPECT_THROW(decode_gradient_return(context{.cluster_id = 78}, encode(ctx, g)), wire_error);
 }
 
+// GAT's rounds (docs/design.md section 2): bit-exact round trips, and every shape a peer could
+// get wrong refused with the field named.
+TEST(WireAttention, RoundTripsThePushThePartialAndBothReturns) {
+  const attention_push p{.h = {.step = 5, .sender = 2}, .applies = 4, .er = Matrix::Random(3, 2)};
+  const auto dp = decode_attention_push(ctx, encode(ctx, p));
+  EXPECT_EQ(dp.h.step, 5u);
+  EXPECT_EQ(dp.h.sender, 2);
+  EXPECT_EQ(dp.applies, 4u);
+  EXPECT_TRUE(dp.er == p.er);
+  // No targets: the heads still travel.
+  const auto empty = decode_attention_push(ctx, encode(ctx, attention_push{.er = Matrix(0, 4)}));
+  EXPECT_EQ(empty.er.rows(), 0);
+  EXPECT_EQ(empty.er.cols(), 4);
+
+  attention_partial_rows a{.h = {.step = 5, .sender = 1}};
+  a.values = Matrix::Random(3, 6);
+  a.score_max = Matrix::Random(3, 2);
+  a.exp_sum = Matrix::Constant(3, 2, 1.5f);
+  const auto da = decode_attention_partial(ctx, encode(ctx, a));
+  EXPECT_TRUE(da.values == a.values);
+  EXPECT_TRUE(da.score_max == a.score_max);
+  EXPECT_TRUE(da.exp_sum == a.exp_sum);
+
+  attention_return r{.h = {.step = 5, .sender = 2}, .heads = 2, .grads = Matrix::Random(3, 6)};
+  r.score_max = Matrix::Random(3, 2);
+  r.exp_sum = Matrix::Constant(3, 2, 2.0f);
+  r.heads_out = Matrix::Random(3, 6);
+  const auto dr = decode_attention_return(ctx, encode(ctx, r));
+  EXPECT_EQ(dr.heads, 2u);
+  EXPECT_TRUE(dr.grads == r.grads);
+  EXPECT_TRUE(dr.score_max == r.score_max);
+  EXPECT_TRUE(dr.exp_sum == r.exp_sum);
+  EXPECT_TRUE(dr.heads_out == r.heads_out);
+  // The shard's answer: d loss / d er only.
+  const attention_return answer{
+      .h = {.step = 5, .sender = 1}, .heads = 2, .grads = Matrix::Random(3, 2)};
+  const auto dans = decode_attention_return(ctx, encode(ctx, answer));
+  EXPECT_TRUE(dans.grads == answer.grads);
+  EXPECT_EQ(dans.heads_out.size(), 0);
+  EXPECT_THROW(decode_attention_push(context{.cluster_id = 78}, encode(ctx, p)), wire_error);
+}
+
+namespace {
+// The decoder's refusal of `b`, or "" when it accepted.
+template <class Decode>
+std::string refusal(Decode decode, const bytes& b) {
+  try {
+    decode(ctx, b);
+  } catch (const wire_error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(WireAttention, RefusesShapesAPeerGotWrong) {
+  // Past the encoder's own checks: the heads field patched in an encoded push. Its data section
+  // follows the segment table and the root pointer: applies (8 bytes), then heads.
+  auto push = [](const context& c, std::span<const char> b) { decode_attention_push(c, b); };
+  const auto good = encode(ctx, attention_push{.applies = 9, .er = Matrix::Random(2, 2)});
+  std::uint32_t heads = 0;
+  std::memcpy(&heads, good.data() + 24, 4);
+  ASSERT_EQ(heads, 2u);
+  EXPECT_EQ(refusal(push, good), "");
+  auto with_heads = [&](std::uint32_t h) {
+    auto b = good;
+    std::memcpy(b.data() + 24, &h, 4);
+    return b;
+  };
+  EXPECT_NE(refusal(push, with_heads(0)).find("heads 0"), std::string::npos);
+  EXPECT_NE(refusal(push, with_heads(3)).find("er: 16 bytes are not whole rows of 3"),
+            std::string::npos);
+  EXPECT_NE(refusal(push, with_heads(1u << 30)).find("heads 1073741824"), std::string::npos);
+
+  auto partial = [](const context& c, std::span<const char> b) { decode_attention_partial(c, b); };
+  attention_partial_rows a;
+  a.values = Matrix::Random(2, 6);
+  a.score_max = Matrix::Random(2, 2);
+  a.exp_sum = Matrix::Constant(2, 2, 1.0f);
+  EXPECT_EQ(refusal(partial, encode(ctx, a)), "");
+  auto nan = a;
+  nan.values(1, 1) = std::nanf("");
+  EXPECT_NE(refusal(partial, encode(ctx, nan)).find("values holds a non-finite"),
+            std::string::npos);
+  auto negative = a;
+  negative.exp_sum(0, 1) = -1.0f;
+  EXPECT_NE(refusal(partial, encode(ctx, negative)).find("negative"), std::string::npos);
+  auto odd = a;
+  odd.values = Matrix::Random(2, 5);
+  EXPECT_NE(refusal(partial, encode(ctx, odd)).find("values of width 5 for 2 heads"),
+            std::string::npos);
+  // Fewer per-head rows than targets cannot be encoded; by hand it is refused.
+  EXPECT_THROW(
+      {
+        auto short_rows = a;
+        short_rows.score_max = Matrix::Random(1, 2);
+        (void)encode(ctx, short_rows);
+      },
+      std::invalid_argument);
+
+  auto ret = [](const context& c, std::span<const char> b) { decode_attention_return(c, b); };
+  attention_return r{.heads = 2, .grads = Matrix::Random(2, 6)};
+  r.score_max = Matrix::Random(2, 2);
+  r.exp_sum = Matrix::Constant(2, 2, 1.0f);
+  r.heads_out = Matrix::Random(1, 6);  // one row short
+  EXPECT_THROW((void)encode(ctx, r), std::invalid_argument);
+}
+
 TEST(WireDecentralized, RejectsAWidthNoModelHasEvenWithNoRows) {
   // fuzz_wire found it: a 0 x 4294967295 gradient holds no byte, so its byte count matched the
   // empty payload, and the finiteness check then scanned 2^32 columns (minutes for 88 bytes).
