@@ -4,6 +4,7 @@
 # (docs/design.md section 8).
 # Usage (as root): [DEGNN_RATES="1gbit 10gbit" DEGNN_DATASETS="pubmed synth" DEGNN_LAYERS="2 3"
 #   DEGNN_ALLREDUCE="ring star" ...] scripts/bench_network.sh
+# DEGNN_CONF_EXTRA: more lines for every node's [node] settings, e.g. $'model = "gat"\nheads = 8'.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -311,6 +312,7 @@ connect-timeout = 300
 threads = $NODE_THREADS
 # Plain TCP: the bridge and namespaces are this script's own, nothing else is on them.
 insecure = true
+${DEGNN_CONF_EXTRA:-}
 CONF
     load=$(cut -d' ' -f1 /proc/loadavg)
     log "run: ${LABEL[$d]}, $L layers, $rate, $pipe, $ar all-reduce (attempt $attempt, load average $load)"

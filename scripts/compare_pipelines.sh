@@ -5,6 +5,8 @@
 # partitions, same seed and fanouts (10 per layer), for 2, 3 and 4 layers. Counted, not estimated.
 # Usage: scripts/compare_pipelines.sh [LAYERS...]     (default: 2 3 4)
 #   DEGNN_SYNTH_BATCHES=3 (steps measured on the synthetic graph), DEGNN_SKIP_SYNTH=1 to skip it,
+#   DEGNN_SKIP_PUBMED=1 to skip Pubmed, EXTRA: more options for every run (e.g. EXTRA="--model gat
+#   --heads 8" for GAT; DEGNN_WORK then keeps its metrics apart),
 #   PLOT=FILE.png draws MB per step against the layers, both pipelines, log scale (gnuplot-nox is
 #   installed if missing).
 set -euo pipefail
@@ -14,6 +16,7 @@ layers=("${@:-2 3 4}")
 bin=${DEGNN_BUILD_DIR:-build}/runtime/degnn
 [ -x "$bin" ] || { scripts/setup.sh && scripts/build.sh >/dev/null; }
 work=${DEGNN_WORK:-/tmp/degnn-compare}
+read -r -a extra <<<"${EXTRA:-}"
 mkdir -p "$work"
 out="$work/metrics.jsonl"
 : > "$out"
@@ -23,7 +26,7 @@ run() {  # dataset-label data-dir partitions-dir layers pipeline extra...
   local fan; fan=$(printf '10%.0s,' $(seq "$L")); fan=${fan%,}
   echo "== $label, $L layers, $pipe" >&2
   "$bin" train --data "$data" --partitions "$parts" --pipeline "$pipe" --layers "$L" --fanouts "$fan" \
-    --hidden 128 --epochs 1 --eval-every 0 --seed 1 --timeout 1200 --no-progress --metrics "$work/m.json" "$@" >&2
+    --hidden 128 --epochs 1 --eval-every 0 --seed 1 --timeout 1200 --no-progress --metrics "$work/m.json" "$@" "${extra[@]}" >&2
   python3 - "$label" "$L" "$pipe" "$work/m.json" >>"$out" <<'PY'
 import json, sys
 label, L, pipe, path = sys.argv[1:]
@@ -35,10 +38,12 @@ PY
   rm -f "$work/m.json"
 }
 
-"$bin" partition --data data/pubmed --parts 4 --method metis --seed 1 --out "$work/pubmed-4" >/dev/null
-for L in "${layers[@]}"; do
-  for pipe in centralized decentralized; do run pubmed data/pubmed "$work/pubmed-4" "$L" "$pipe" --batch-size 1024; done
-done
+if [ "${DEGNN_SKIP_PUBMED:-0}" != 1 ]; then
+  "$bin" partition --data data/pubmed --parts 4 --method metis --seed 1 --out "$work/pubmed-4" >/dev/null
+  for L in "${layers[@]}"; do
+    for pipe in centralized decentralized; do run pubmed data/pubmed "$work/pubmed-4" "$L" "$pipe" --batch-size 1024; done
+  done
+fi
 if [ "${DEGNN_SKIP_SYNTH:-0}" != 1 ]; then
   synth=/tmp/degnn-bench/synth-1000000-10000000-128
   # CSV (features with 6 significant digits): the graph the recorded results were measured on.

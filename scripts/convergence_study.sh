@@ -7,7 +7,10 @@
 #     ../shared/datasets/NAME.
 #   LAYERS (default "3 4"), BITS (default "8 2"): decentralized history widths.
 #   EPOCHS (default 10; 50 on Cora, Citeseer and Pubmed, as their configs). EXTRA: more options for every run.
-#   OUT (default /tmp/degnn-convergence): one line per run in OUT/runs.txt (dataset, layers,
+#   MODEL (default sage): sage runs the shipped GraphSAGE settings (configs/*_sage.conf); gat runs
+#     GAT with configs/*_gat.conf's (hidden 64 in 8 heads, one output head, attention dropout
+#     0.6, weight decay 0.001).
+#   OUT (default /tmp/degnn-convergence, /tmp/degnn-convergence-gat for MODEL=gat): one line per run in OUT/runs.txt (dataset, layers,
 #     pipeline, bits, seed, best-validation test accuracy, epoch-1 test accuracy, steps, the
 #     per-epoch test accuracies), the metrics and logs there too.
 #   Runs already in OUT/runs.txt are not run again, so an interrupted study continues.
@@ -16,7 +19,16 @@ cd "$(dirname "$0")/.."
 seeds=${1:-3}
 bin=${DEGNN_BUILD_DIR:-build}/runtime/degnn
 [ -x "$bin" ] || { scripts/setup.sh && scripts/build.sh >/dev/null; }
-out=${OUT:-/tmp/degnn-convergence}
+model=${MODEL:-sage}
+case "$model" in
+  sage) settings=(--hidden 256 --weight-decay 0.005) ;;
+  gat) settings=(--model gat --hidden 64 --heads 8 --output-heads 1 --attention-dropout 0.6
+    --weight-decay 0.001) ;;
+  *) echo "MODEL is sage or gat, not $model" >&2; exit 2 ;;
+esac
+default_out=/tmp/degnn-convergence
+[ "$model" = sage ] || default_out=$default_out-$model
+out=${OUT:-$default_out}
 mkdir -p "$out"
 touch "$out/runs.txt"
 read -r -a extra <<<"${EXTRA:-}"
@@ -50,8 +62,8 @@ for name in ${DATASETS:-pubmed amazon-photo amazon-computers citeseer}; do
         metrics=$out/${key// /-}.jsonl
         rm -f "$metrics"
         "$bin" train --partitions "$parts" --pipeline "$1" "${hist[@]}" --layers "$layers" \
-          --fanouts "$fanouts" --hidden 256 --batch-size "$batch" --lr 0.005 --dropout 0.6 \
-          --weight-decay 0.005 --epochs "$epochs" --eval-every 1 --seed "$seed" --no-progress \
+          --fanouts "$fanouts" "${settings[@]}" --batch-size "$batch" --lr 0.005 --dropout 0.6 \
+          --epochs "$epochs" --eval-every 1 --seed "$seed" --no-progress \
           --metrics "$metrics" "${extra[@]}" >"$out/${key// /-}.log" 2>&1 ||
           { echo "run failed: $key (log $out/${key// /-}.log)" >&2; exit 1; }
         # best-validation test accuracy, epoch-1 test accuracy, steps in all

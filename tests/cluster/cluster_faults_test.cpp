@@ -18,10 +18,16 @@ namespace {
 namespace fs = std::filesystem;
 using testing::cora;
 
-train_settings settings(const std::string& pipeline) {
+// "centralized", "decentralized", or "decentralized-gat": GAT's attention push and returns
+// (their kinds are faulted like the others').
+train_settings settings(const std::string& which) {
   train_settings s;
   s.data = (fs::path(DEGNN_SOURCE_DIR) / "data" / "cora").string();
-  s.pipeline = pipeline;
+  s.pipeline = which == "centralized" ? "centralized" : "decentralized";
+  if (which == "decentralized-gat") {
+    s.model.model = "gat";
+    s.model.heads = 4;
+  }
   s.parts = 3;
   s.model.num_layers = 2;
   s.model.hidden = 16;
@@ -109,7 +115,12 @@ TEST_P(ClusterFaults, AMessageThatNeverArrivesIntactStopsTheRunSayingSo) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BothPipelines, ClusterFaults,
-                         ::testing::Values("centralized", "decentralized"));
+                         ::testing::Values("centralized", "decentralized", "decentralized-gat"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           return name == "decentralized-gat" ? std::string("decentralizedGat")
+                                                              : name;
+                         });
 
 }  // namespace
 }  // namespace degnn

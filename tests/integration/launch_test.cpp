@@ -176,3 +176,45 @@ TEST_F(LaunchLocal, DataIsPartitionedOnceIntoTheCacheAndReused) {
   EXPECT_TRUE(contains(read_file(log("data-both")), "--data and --partitions: give one"))
       << read_file(log("data-both"));
 }
+
+namespace {
+// "epoch N loss L train T valid V test X" of every epoch line in `out` (a node's lines carry
+// their rank's prefix), the figures as printed.
+std::vector<std::string> epoch_figures(const std::string& out) {
+  static const std::regex line(
+      R"(epoch +\d+ +loss [0-9.]+ +train [0-9.]+ +valid [0-9.]+ +test [0-9.]+)");
+  std::vector<std::string> found;
+  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it)
+    found.push_back(it->str());
+  return found;
+}
+}  // namespace
+
+// GAT's decentralized step sends its attention rounds (attention push, partial, return) between
+// real node processes as it does between the actors of one process: the same losses and
+// accuracies, epoch by epoch, with identical replicas.
+TEST_F(LaunchLocal, GatDecentralizedNodeProcessesTrainAsTheInProcessCluster) {
+  const std::vector<std::string> gat = {
+      "--pipeline", "decentralized", "--model", "gat",      "--heads", "4", "--layers",
+      "2",          "--eval-every",  "1",       "--epochs", "3"};
+  auto nodes = launch(2, "3");
+  nodes.insert(nodes.end(), gat.begin(), gat.end());
+  child_process l(nodes, log("gat-nodes"));
+  const int rc = l.wait(180s);
+  const std::string out = read_file(log("gat-nodes"));
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_TRUE(contains(out, "\"replicas_identical\":true")) << out;
+
+  std::vector<std::string> one = {
+      DEGNN_BINARY,   "train", "--partitions", (dir_->path / "parts").string(),
+      "--batch-size", "16",    "--fanouts",    "5,10",
+      "--hidden",     "16",    "--no-progress"};
+  one.insert(one.end(), gat.begin(), gat.end());
+  child_process t(one, log("gat-one"));
+  const int rc1 = t.wait(180s);
+  const std::string in_process = read_file(log("gat-one"));
+  ASSERT_EQ(rc1, 0) << in_process;
+  const auto want = epoch_figures(in_process);
+  ASSERT_EQ(want.size(), 3u) << in_process;
+  EXPECT_EQ(epoch_figures(out), want) << out;
+}
