@@ -65,6 +65,7 @@ wire_message serve_attention_push(shard_state& st, const wire_message& m) {
   if (!needed || push.applies != *needed || *needed != st.weights.applied())
     throw wire::wire_error("an attention push for step " + std::to_string(step) +
                            " names other weights than the step computed with");
+  stage_timer timer(st.stages, stage::forward, step);
   served_step& s = st.served.at(step);
   const auto q = static_cast<size_t>(push.h.sender);
   const push_view view{p.push.rows, p.push.targets, p.push.counts, p.push.neighbors, {}};
@@ -108,6 +109,7 @@ wire_message serve_attention_return(shard_state& st, const wire_message& m) {
     g.score_max.resize(0, layer.heads());
     g.exp_sum.resize(0, layer.heads());
   }
+  stage_timer timer(st.stages, stage::backward, step);
   const attention_partial merged{.max = g.score_max, .sum = g.exp_sum, .value = {}};
   auto share = gat_push_backward_apart(layer, p.attention, merged, g.heads_out, g.grads);
   wire::attention_return answer{

@@ -95,7 +95,7 @@ void finish_step(self_ptr self, std::uint64_t step) {
       served_push& p = *s.pushes[q];
       wire::partial_aggregate res{.h = {step, st.part->part}, .counts = p.push.counts};
       gather_partial_sums(s.plan, q, views[q], s.outs, width, res.sums, res.own_rows);
-      if (attention_model(st)) {  // GAT: the own rows now, the partials with the second push
+      if (attention_model(st)) {  // GAT: the own rows now, the partials for the attention push
         res.sums.resize(0, width);
         res.counts.clear();
       }
