@@ -20,9 +20,11 @@ using namespace batch_detail;
 
 // The gradient phase of a decentralized step: the shard back-propagates the pushes it served and
 // commits their history; its replica's gradient (the layers below the top) plus this replica's
-// (the top layer, the only one it trains) is the worker's gradient. The two never overlap, so
-// the sum is each one's values exactly. It goes to the coordinator, or with Control.ring round
-// the workers' ring, whose average both replicas apply before the answer.
+// (the top layer, the only one it trains) is the worker's gradient. For GraphSAGE and GCN the two
+// never overlap, so the sum is each one's values exactly; for GAT both hold parts of the top
+// layer's weight and attention gradients (the shards' edges there, the owner's self edges). It goes
+// to the coordinator, or with Control.ring round the workers' ring, whose average both replicas
+// apply before the answer.
 caf::result<wire_message> gradient_phase(self_ptr self, const wire_message& m) {
   auto& st = self->state;
   const auto c = wire::decode_control(st.ctx, m.bytes);

@@ -34,6 +34,14 @@ Matrix rows_of(const Matrix& m, const std::vector<std::int32_t>& rows) {
   return out;
 }
 
+// An answer names the step and the part it answers for.
+void check_answer(const wire::header& h, std::uint64_t step, size_t q, const char* what) {
+  if (h.step != step || h.sender != static_cast<std::int32_t>(q))
+    throw wire::wire_error(std::string(what) + " for step " + std::to_string(h.step) +
+                           " from part " + std::to_string(h.sender) + " answers step " +
+                           std::to_string(step) + " of part " + std::to_string(q));
+}
+
 void fail(self_ptr self, const std::shared_ptr<owner_job>& job, actor_errc code,
           const std::string& why) {
   job->rp.deliver(as_error(self->state, code, why));
@@ -82,6 +90,7 @@ void return_own_rows(self_ptr self, const std::shared_ptr<attention_job>& a,
     if (answers[q].kind != static_cast<std::uint16_t>(wire::kind::attention_return))
       throw wire::wire_error("expected an attention_return with d loss / d er");
     const auto g = wire::decode_attention_return(st.ctx, answers[q].bytes);
+    check_answer(g.h, job.step, q, "attention_return");
     const auto& targets = job.push_targets[q];
     if (g.grads.rows() != static_cast<Eigen::Index>(targets.size()) ||
         (!targets.empty() && g.grads.cols() != layer.heads()))
@@ -96,6 +105,8 @@ void return_own_rows(self_ptr self, const std::shared_ptr<attention_job>& a,
   }
   wire::gradient_return own{.h = {job.step, me}, .grads = Matrix(0, push_width(st))};
   gat_top_backward_finish(top_layer(st), a->top, a->grad_heads, grad_er, own.own_grads);
+  if (!own.own_grads.allFinite())
+    throw wire::wire_error("the shards' d loss / d er made the own rows' gradient non-finite");
   auto msg = pack(wire::kind::gradient_return, wire::encode(st.ctx, own));
   count(st, me, msg);
   std::vector<wire_request<shard_actor, grad_ret_atom>> requests;
@@ -130,6 +141,7 @@ void finish_top(self_ptr self, const std::shared_ptr<attention_job>& a,
     if (partials[q].kind != static_cast<std::uint16_t>(wire::kind::attention_partial))
       throw wire::wire_error("expected an attention_partial");
     const auto pa = wire::decode_attention_partial(st.ctx, partials[q].bytes);
+    check_answer(pa.h, job.step, q, "attention_partial");
     const auto& targets = job.push_targets[q];
     const auto n = static_cast<Eigen::Index>(targets.size());
     if (pa.values.rows() != n || pa.score_max.rows() != n ||
@@ -137,6 +149,11 @@ void finish_top(self_ptr self, const std::shared_ptr<attention_job>& a,
       throw wire::wire_error("attention partials from part " + std::to_string(q) +
                              " have the wrong shape");
     if (n == 0) continue;
+    // Each target has an edge here, so its largest score's exp(0) is in the sum: below 1, the
+    // merged sum could reach 0 and the backward divide by it.
+    if (!(pa.exp_sum.array() >= 1.0f).all())
+      throw wire::wire_error("attention partials from part " + std::to_string(q) +
+                             " hold a sum below 1");
     // Spread over every seed (a seed without edges here keeps -inf and merges as nothing).
     attention_partial spread{
         .max = Matrix::Constant(b, heads, -std::numeric_limits<float>::infinity()),
@@ -162,6 +179,8 @@ void finish_top(self_ptr self, const std::shared_ptr<attention_job>& a,
     Matrix grad_logits;
     stats = classification_loss(logits, labels, grad_logits);
     a->grad_heads = gat_top_backward(layer, grad_logits);
+    if (!logits.allFinite() || !a->grad_heads.allFinite())
+      throw wire::wire_error("the shards' attention partials made the top layer non-finite");
   } else {
     a->top.merged = {.max = Matrix(0, heads), .sum = Matrix(0, heads), .value = {}};
     a->top.heads_out.resize(0, values);
@@ -201,6 +220,7 @@ void finish_attention_step(self_ptr self, const std::shared_ptr<owner_job>& job,
     if (replies[q].kind != static_cast<std::uint16_t>(wire::kind::partial_aggregate))
       throw wire::wire_error("expected a partial_aggregate");
     auto pa = wire::decode_partial_aggregate(st.ctx, replies[q].bytes);
+    check_answer(pa.h, job->step, q, "partial_aggregate");
     if (pa.sums.rows() != 0)
       throw wire::wire_error("part " + std::to_string(q) +
                              " answered a GAT step's first push with neighbour sums");

@@ -111,7 +111,15 @@ wire_message serve_attention_return(shard_state& st, const wire_message& m) {
   }
   stage_timer timer(st.stages, stage::backward, step);
   const attention_partial merged{.max = g.score_max, .sum = g.exp_sum, .value = {}};
+  if (!merged_softmax_fits(p.attention, merged))
+    throw wire::wire_error(
+        "an attention_return's merged softmax cannot hold this shard's edges (a sum below 1 or a "
+        "maximum below one of their scores)");
   auto share = gat_push_backward_apart(layer, p.attention, merged, g.heads_out, g.grads);
+  // Finite inputs can still overflow (huge gradients); nothing non-finite enters the replica.
+  if (!share.weight.allFinite() || !share.attn_l.allFinite() || !share.rows.allFinite() ||
+      !share.er.allFinite())
+    throw wire::wire_error("an attention_return whose gradient share is not finite");
   wire::attention_return answer{
       .h = {step, st.part->part}, .heads = g.heads, .grads = std::move(share.er)};
   p.attention_grads = std::move(share);

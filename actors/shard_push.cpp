@@ -2,7 +2,8 @@
 // computation push per step; once a step's pushes are all in, the shard plans their sub-graphs
 // (CG fusion, model/push_plan.hpp), expands them locally (LAMP), pulls from the embedding stores
 // the historical rows of remote leaves older than the staleness bound, runs the local layers with
-// the step's weights and answers each push with its targets' partial sums. The gradients of those
+// the step's weights and answers each push with its targets' partial sums (GAT: with the own rows
+// only; the attention rounds follow in shard_attention.cpp). The gradients of those
 // sums come back and are applied in sender order at the step's gradient phase, which also commits
 // the step's rows to this partition's embedding store: both keep a run bit-deterministic whatever
 // order messages arrive in.

@@ -43,6 +43,24 @@ void gat_push_backward(gat_layer& layer, const gat_push_cache& cache,
   grad_rows.noalias() = grad_z * layer.weight.transpose();         // (n, in)
 }
 
+bool merged_softmax_fits(const gat_push_cache& cache, const attention_partial& merged) {
+  const auto targets = static_cast<Eigen::Index>(cache.indptr.size()) - 1;
+  const Eigen::Index heads = cache.score.cols();
+  if (targets < 0 || merged.max.rows() != targets || merged.sum.rows() != targets ||
+      (targets > 0 && (merged.max.cols() != heads || merged.sum.cols() != heads)))
+    return false;
+  if (targets > 0 && !(merged.sum.array() >= 1.0f).all()) return false;  // NaN fails too
+  for (Eigen::Index t = 0; t < targets; ++t) {
+    for (auto k = cache.indptr[static_cast<size_t>(t)];
+         k < cache.indptr[static_cast<size_t>(t) + 1]; ++k) {
+      if (!(merged.max.row(t).array() >= cache.score.row(static_cast<Eigen::Index>(k)).array())
+               .all())
+        return false;
+    }
+  }
+  return true;
+}
+
 gat_push_gradients gat_push_backward_apart(const gat_layer& layer, const gat_push_cache& cache,
                                            const attention_partial& merged, const Matrix& heads_out,
                                            const Matrix& grad_heads) {

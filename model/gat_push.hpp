@@ -52,6 +52,12 @@ struct gat_push_gradients {
   void add_to(gat_layer& layer) const;
 };
 
+/// Whether a merged softmax (from another process) is one these edges can be part of: per target
+/// and head, a sum of at least 1 (the largest score's own exp(0)) and a max no lower than any of
+/// these edges' scores. The backward divides by the sum and takes exp(score - max), so anything
+/// else could make it non-finite.
+bool merged_softmax_fits(const gat_push_cache& cache, const attention_partial& merged);
+
 /// gat_push_backward into a gat_push_gradients, leaving the layer as it is.
 gat_push_gradients gat_push_backward_apart(const gat_layer& layer, const gat_push_cache& cache,
                                            const attention_partial& merged, const Matrix& heads_out,

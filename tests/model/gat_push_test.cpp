@@ -194,3 +194,53 @@ TEST(GatPush, ATargetWhoseNeighboursAllLieElsewhereStillAttendsToItself) {
   EXPECT_LT(max_diff(out, want), 1e-5);
   EXPECT_THROW(gat_top_finish(layer, ids.first(3), nullptr, nullptr, top), std::invalid_argument);
 }
+
+// What a shard checks of the merged softmax an owner returns (from another process) before its
+// backward divides by the sum and exponentiates against the max; and its gradient share kept
+// apart equals what gat_push_backward adds to the layer.
+TEST(GatPush, AShardTakesOnlyAMergedSoftmaxItsEdgesCanBePartOf) {
+  const block b = target_block(3);
+  const Matrix x = random_matrix(kSources, kIn, 4);
+  gat_layer layer(kIn, 8, 4, true, 0.0f);
+  layer.init(5);
+  const std::span<const node_id> ids(b.src_nodes);
+  gat_top_state top;
+  const Matrix er = gat_top_begin(layer, x.topRows(kTargets), top);
+  std::vector<std::int64_t> indptr(b.indptr.begin(), b.indptr.end());
+  std::vector<std::int32_t> src(b.indices.begin(), b.indices.end());
+  gat_push_cache cache;
+  const attention_partial part =
+      gat_push_forward(layer, indptr, src, x, er, ids.first(kTargets), ids, nullptr, cache);
+  gat_top_finish(layer, ids.first(kTargets), &part, nullptr, top);
+  EXPECT_TRUE(merged_softmax_fits(cache, top.merged));
+
+  attention_partial low_sum = top.merged;
+  low_sum.sum(3, 1) = 0.5f;
+  EXPECT_FALSE(merged_softmax_fits(cache, low_sum));
+  attention_partial nan_sum = top.merged;
+  nan_sum.sum(0, 0) = std::nanf("");
+  EXPECT_FALSE(merged_softmax_fits(cache, nan_sum));
+  // A maximum below a score of one of the shard's edges (a target with edges, head 2).
+  std::int32_t with_edges = 0;
+  while (b.indptr[with_edges + 1] == b.indptr[with_edges])
+    ++with_edges;
+  attention_partial low_max = top.merged;
+  low_max.max(with_edges, 2) = cache.score(b.indptr[with_edges], 2) - 1.0f;
+  EXPECT_FALSE(merged_softmax_fits(cache, low_max));
+  attention_partial short_rows = top.merged;
+  short_rows.sum.conservativeResize(kTargets - 1, Eigen::NoChange);
+  EXPECT_FALSE(merged_softmax_fits(cache, short_rows));
+
+  const Matrix grad_heads = random_matrix(kTargets, 8, 6);
+  const auto apart = gat_push_backward_apart(layer, cache, top.merged, top.heads_out, grad_heads);
+  gat_layer direct = layer;
+  direct.grad_weight.setZero();
+  direct.grad_attn_l.setZero();
+  Matrix grad_rows, grad_er;
+  gat_push_backward(direct, cache, top.merged, top.heads_out, grad_heads, grad_rows, grad_er);
+  EXPECT_TRUE(apart.weight == direct.grad_weight);
+  EXPECT_TRUE(apart.attn_l == direct.grad_attn_l);
+  EXPECT_TRUE(apart.rows == grad_rows);
+  EXPECT_TRUE(apart.er == grad_er);
+  EXPECT_GT(apart.weight.cwiseAbs().maxCoeff(), 0.0f);
+}

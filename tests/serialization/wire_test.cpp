@@ -508,7 +508,7 @@ TEST(WireAttention, RefusesShapesAPeerGotWrong) {
   odd.values = Matrix::Random(2, 5);
   EXPECT_NE(refusal(partial, encode(ctx, odd)).find("values of width 5 for 2 heads"),
             std::string::npos);
-  // Fewer per-head rows than targets cannot be encoded; by hand it is refused.
+  // Fewer per-head rows than targets cannot be encoded.
   EXPECT_THROW(
       {
         auto short_rows = a;
@@ -521,8 +521,19 @@ TEST(WireAttention, RefusesShapesAPeerGotWrong) {
   attention_return r{.heads = 2, .grads = Matrix::Random(2, 6)};
   r.score_max = Matrix::Random(2, 2);
   r.exp_sum = Matrix::Constant(2, 2, 1.0f);
-  r.heads_out = Matrix::Random(1, 6);  // one row short
-  EXPECT_THROW((void)encode(ctx, r), std::invalid_argument);
+  r.heads_out = Matrix::Random(2, 6);
+  EXPECT_EQ(refusal(ret, encode(ctx, r)), "");
+  auto inf = r;
+  inf.heads_out(1, 5) = std::numeric_limits<float>::infinity();
+  EXPECT_NE(refusal(ret, encode(ctx, inf)).find("headsOut holds a non-finite"), std::string::npos);
+  auto odd_grads = r;
+  odd_grads.grads = Matrix::Random(2, 5);
+  odd_grads.heads_out = Matrix::Random(2, 5);
+  EXPECT_NE(refusal(ret, encode(ctx, odd_grads)).find("grads of width 5 for 2 heads"),
+            std::string::npos);
+  auto short_out = r;
+  short_out.heads_out = Matrix::Random(1, 6);  // one row short: not encoded
+  EXPECT_THROW((void)encode(ctx, short_out), std::invalid_argument);
 }
 
 TEST(WireDecentralized, RejectsAWidthNoModelHasEvenWithNoRows) {
