@@ -104,7 +104,7 @@ void compare_with(const std::string& other, const train_settings& s, const datas
   std::printf("bytes per epoch between nodes (counted): %s %.3f MB, %s %.3f MB -> %.2fx\n",
               s.pipeline.c_str(), mine, t.pipeline.c_str(), theirs, mine > 0 ? theirs / mine : 0.0);
   std::printf(
-      "  without the gradient all-reduce (%.3f MB in both): %s %.3f MB, %s %.3f MB -> %.1fx\n",
+      "  without the gradient all-reduce (%.3f MB in both): %s %.3f MB, %s %.3f MB -> %.3gx\n",
       mine_ar, s.pipeline.c_str(), mine - mine_ar, t.pipeline.c_str(), theirs - theirs_ar,
       mine - mine_ar > 0 ? (theirs - theirs_ar) / (mine - mine_ar) : 0.0);
   // Measured in this process, where no byte crosses a wire; the link time is what the counted
