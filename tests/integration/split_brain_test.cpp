@@ -113,8 +113,13 @@ TEST_F(SplitBrain, Node0CutOffStopsItselfAndTheOtherThreeFinish) {
       std::max<long>(0, 10'000 - static_cast<long>(seconds_since(t) * 1000))));
   ASSERT_TRUE(net_->heal(0));
   EXPECT_EQ(rc0, 1) << out("cut", 0);
-  EXPECT_TRUE(contains(out("cut", 0), "1 of view 1's 4 members are left, not a majority"))
-      << out("cut", 0);
+  // Node 0 stops at the first loss that leaves it short of a majority: it may have noticed all
+  // three peers gone by then, or two of them (once under load here: "lost node 1, 2 ... 2 of
+  // view 1's 4 members are left"), never fewer.
+  const std::string cut0 = out("cut", 0);
+  EXPECT_TRUE(contains(cut0, "1 of view 1's 4 members are left, not a majority") ||
+              contains(cut0, "2 of view 1's 4 members are left, not a majority"))
+      << cut0;
   for (int k = 1; k < 4; ++k)
     EXPECT_EQ(nodes_[static_cast<size_t>(k)]->wait(120s), 0) << out("cut", k);
   EXPECT_TRUE(contains(out("cut", 1), "this node coordinates from now on")) << out("cut", 1);
