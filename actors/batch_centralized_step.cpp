@@ -322,7 +322,7 @@ void finish_step(self_ptr self, std::shared_ptr<step_job> job) {
   std::vector<std::int32_t> labels(job->seeds.size());
   for (size_t i = 0; i < labels.size(); ++i)
     labels[i] = st.part->labels[st.book->local_id(job->seeds[i])];
-  const std::uint64_t dropout_seed = mix64(st.settings.seed ^ mix64(job->step));
+  const std::uint64_t dropout_seed = step_dropout_seed(st.settings.seed, job->step);
   const step_stats s = st.part->sparse_features
                            ? st.replica->train_step(batch, job->sparse_inputs, labels, dropout_seed)
                            : st.replica->train_step(batch, job->inputs, labels, dropout_seed);

@@ -8,7 +8,6 @@
 
 #include "actors/batch_internal.hpp"
 #include "model/gat_push.hpp"
-#include "model/hashing.hpp"
 
 namespace degnn::batch_detail {
 
@@ -21,11 +20,6 @@ struct attention_job {
   Matrix grad_heads;   ///< (seeds, H*F)
   wire_message reply;  ///< the step's statistics, sent last
 };
-
-gat_layer& top_layer(batch_state& st) {
-  auto& model = st.replica->model();
-  return dynamic_cast<gat_layer&>(model.layer(model.num_layers() - 1));
-}
 
 Matrix rows_of(const Matrix& m, const std::vector<std::int32_t>& rows) {
   Matrix out(static_cast<Eigen::Index>(rows.size()), m.cols());
@@ -83,7 +77,7 @@ void return_own_rows(self_ptr self, const std::shared_ptr<attention_job>& a,
   auto& st = self->state;
   auto& job = *a->job;
   const int me = st.part->part;
-  const gat_layer& layer = top_layer(st);
+  const gat_layer& layer = pushed_gat_layer(st.replica->model());
   const auto b = static_cast<Eigen::Index>(job.seeds.size());
   Matrix grad_er = Matrix::Zero(b, layer.heads());
   for (size_t q = 0; q < answers.size(); ++q) {
@@ -104,7 +98,8 @@ void return_own_rows(self_ptr self, const std::shared_ptr<attention_job>& a,
     return;
   }
   wire::gradient_return own{.h = {job.step, me}, .grads = Matrix(0, push_width(st))};
-  gat_top_backward_finish(top_layer(st), a->top, a->grad_heads, grad_er, own.own_grads);
+  gat_top_backward_finish(pushed_gat_layer(st.replica->model()), a->top, a->grad_heads, grad_er,
+                          own.own_grads);
   if (!own.own_grads.allFinite())
     throw wire::wire_error("the shards' d loss / d er made the own rows' gradient non-finite");
   auto msg = pack(wire::kind::gradient_return, wire::encode(st.ctx, own));
@@ -130,7 +125,7 @@ void finish_top(self_ptr self, const std::shared_ptr<attention_job>& a,
   const auto& job = *a->job;
   const int me = st.part->part;
   stage_timer timer(st.stages, stage::top_layer, job.step);
-  gat_layer& layer = top_layer(st);
+  gat_layer& layer = pushed_gat_layer(st.replica->model());
   const auto b = static_cast<Eigen::Index>(job.seeds.size());
   const Eigen::Index heads = layer.heads(), values = heads * layer.head_width();
   attention_partial shards{
@@ -170,8 +165,8 @@ void finish_top(self_ptr self, const std::shared_ptr<attention_job>& a,
   step_stats stats;
   std::vector<wire::bytes> bodies;
   if (b > 0) {
-    const std::uint64_t seed =
-        attention_dropout_seed(mix64(st.settings.seed ^ mix64(job.step)), st.settings.top_level());
+    const std::uint64_t seed = attention_dropout_seed(step_dropout_seed(st.settings.seed, job.step),
+                                                      st.settings.top_level());
     const Matrix logits = gat_top_finish(layer, job.seeds, &shards, &seed, a->top);
     std::vector<std::int32_t> labels(job.seeds.size());
     for (size_t i = 0; i < labels.size(); ++i)
@@ -230,7 +225,7 @@ void finish_attention_step(self_ptr self, const std::shared_ptr<owner_job>& job,
     throw wire::wire_error("the owner's own rows have the wrong shape");
   auto a = std::make_shared<attention_job>();
   a->job = job;
-  const gat_layer& layer = top_layer(st);
+  const gat_layer& layer = pushed_gat_layer(st.replica->model());
   const Matrix er = b > 0 ? gat_top_begin(layer, h_self, a->top) : Matrix(0, layer.heads());
   std::vector<wire::bytes> bodies;
   for (size_t q = 0; q < job->push_targets.size(); ++q) {

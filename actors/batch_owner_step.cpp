@@ -141,9 +141,9 @@ caf::result<wire_message> start_decentralized_step(self_ptr self, const wire::co
   const auto parts = st.shards.size();
   auto job = std::make_shared<owner_job>();
   job->step = c.h.step;
-  job->applies = c.counts.empty() ? 0 : c.counts.front();
   // The weights this step's forward needs (the previous step may still be in its all-reduce).
   if (c.counts.size() != 1) throw wire::wire_error("step control without the weights it needs");
+  job->applies = c.counts.front();
   if (!st.weights.need(job->step, c.counts.front()))
     throw wire::wire_error("a second step control for step " + std::to_string(job->step) +
                            " names different weights");

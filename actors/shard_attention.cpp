@@ -10,16 +10,10 @@
 #include <string>
 
 #include "actors/shard_internal.hpp"
-#include "model/hashing.hpp"
 
 namespace degnn::shard_detail {
 
 namespace {
-
-gat_layer& top_layer(shard_state& st) {
-  auto& model = st.replica->model();
-  return dynamic_cast<gat_layer&>(model.layer(model.num_layers() - 1));
-}
 
 // The step's push from `sender` once the step was computed, or a wire error naming `what`.
 served_push& computed_push(shard_state& st, std::uint64_t step, std::int32_t sender,
@@ -52,7 +46,7 @@ wire_message serve_attention_push(shard_state& st, const wire_message& m) {
   const std::uint64_t step = push.h.step;
   served_push& p = computed_push(st, step, push.h.sender, "an attention push");
   if (p.attended) throw wire::wire_error("a second attention push for one push");
-  const gat_layer& layer = top_layer(st);
+  const gat_layer& layer = pushed_gat_layer(st.replica->model());
   if (push.er.rows() != static_cast<Eigen::Index>(p.push.targets.size()) ||
       push.er.cols() != layer.heads()) {
     throw wire::wire_error("an attention push's er is " + std::to_string(push.er.rows()) + " x " +
@@ -75,7 +69,7 @@ wire_message serve_attention_push(shard_state& st, const wire_message& m) {
   for (size_t j = 0; j < src.size(); ++j)
     src[j] = static_cast<std::int32_t>(j);
   const std::uint64_t seed =
-      attention_dropout_seed(mix64(st.settings.seed ^ mix64(step)), st.settings.top_level());
+      attention_dropout_seed(step_dropout_seed(st.settings.seed, step), st.settings.top_level());
   attention_partial part =
       gat_push_forward(layer, indptr_of(p.push.counts), std::move(src), std::move(rows), push.er,
                        p.push.targets, p.push.neighbors, &seed, p.attention);
@@ -96,7 +90,7 @@ wire_message serve_attention_return(shard_state& st, const wire_message& m) {
   served_push& p = computed_push(st, step, g.h.sender, "an attention_return");
   if (!p.attended) throw wire::wire_error("an attention_return before the attention push");
   if (p.attention_grads) throw wire::wire_error("a second attention_return for one push");
-  const gat_layer& layer = top_layer(st);
+  const gat_layer& layer = pushed_gat_layer(st.replica->model());
   const auto targets = static_cast<Eigen::Index>(p.push.targets.size());
   const Eigen::Index width = static_cast<Eigen::Index>(layer.heads()) * layer.head_width();
   if (g.heads != static_cast<std::uint32_t>(layer.heads()) || g.grads.rows() != targets ||
@@ -129,7 +123,7 @@ wire_message serve_attention_return(shard_state& st, const wire_message& m) {
 }
 
 void add_attention_gradients(shard_state& st, const served_step& s) {
-  gat_layer& layer = top_layer(st);
+  gat_layer& layer = pushed_gat_layer(st.replica->model());
   for (const auto& p : s.pushes) {
     if (!p || !p->attention_grads)
       throw wire::wire_error("a push without its attention gradient at the gradient phase");

@@ -14,7 +14,6 @@
 #include <unordered_map>
 
 #include "actors/shard_internal.hpp"
-#include "model/hashing.hpp"
 #include "model/quantizer.hpp"
 
 namespace degnn::shard_detail {
@@ -70,7 +69,7 @@ void finish_step(self_ptr self, std::uint64_t step) {
     s.states.resize(n);
     s.outs.resize(n);
     s.pre.resize(n);
-    const std::uint64_t dropout_seed = mix64(st.settings.seed ^ mix64(step));
+    const std::uint64_t dropout_seed = step_dropout_seed(st.settings.seed, step);
     for (size_t g = 0; g < n; ++g) {
       const local_cg& cg = s.graphs[g];
       s.outs[g] =
@@ -95,10 +94,12 @@ void finish_step(self_ptr self, std::uint64_t step) {
     for (size_t q = 0; q < s.pushes.size(); ++q) {
       served_push& p = *s.pushes[q];
       wire::partial_aggregate res{.h = {step, st.part->part}, .counts = p.push.counts};
-      gather_partial_sums(s.plan, q, views[q], s.outs, width, res.sums, res.own_rows);
       if (attention_model(st)) {  // GAT: the own rows now, the partials for the attention push
-        res.sums.resize(0, width);
         res.counts.clear();
+        res.sums.resize(0, width);
+        res.own_rows = gather_own_rows(s.plan, q, s.outs, width);
+      } else {
+        gather_partial_sums(s.plan, q, views[q], s.outs, width, res.sums, res.own_rows);
       }
       auto msg = pack(wire::kind::partial_aggregate, wire::encode(st.ctx, res));
       count(st, static_cast<int>(q), msg);

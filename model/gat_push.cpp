@@ -7,6 +7,12 @@
 
 namespace degnn {
 
+gat_layer& pushed_gat_layer(gnn_model& model) {
+  auto* layer = dynamic_cast<gat_layer*>(&model.layer(model.num_layers() - 1));
+  if (!layer) throw std::invalid_argument("the model's last layer is not a GAT layer");
+  return *layer;
+}
+
 attention_partial gat_push_forward(const gat_layer& layer, std::vector<std::int64_t> indptr,
                                    std::vector<std::int32_t> src, Matrix rows, const Matrix& er,
                                    std::span<const node_id> target_ids,

@@ -11,8 +11,13 @@
 
 #include "model/attention.hpp"
 #include "model/gat_layer.hpp"
+#include "model/gnn_model.hpp"
 
 namespace degnn {
+
+/// The layer the push splits: the model's last, which must be a GAT layer (std::invalid_argument
+/// otherwise).
+gat_layer& pushed_gat_layer(gnn_model& model);
 
 /// What a shard keeps of its part for the backward.
 struct gat_push_cache {

@@ -40,6 +40,10 @@ const char* model_kind_name(model_kind k) {
   return k == model_kind::gcn ? "gcn" : k == model_kind::gat ? "gat" : "sage";
 }
 
+std::uint64_t step_dropout_seed(std::uint64_t seed, std::uint64_t step) {
+  return mix64(seed ^ mix64(step));
+}
+
 std::uint64_t layer_dropout_seed(std::uint64_t dropout_seed, std::int32_t layer) {
   return mix64(dropout_seed ^ mix64(static_cast<std::uint64_t>(layer) + 1));
 }

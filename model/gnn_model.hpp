@@ -103,6 +103,9 @@ class gnn_model {
              bool training, std::uint64_t dropout_seed);
 };
 
+/// The dropout seed of training step `step` of a run seeded `seed`: every pipeline keys the
+/// step's dropout masks (and GAT's attention dropout) on it, so they drop alike.
+std::uint64_t step_dropout_seed(std::uint64_t seed, std::uint64_t step);
 /// Seed of the dropout mask after layer `layer` for a forward with `dropout_seed`; pipelines
 /// that compute a batch piecewise use it to drop exactly what gnn_model::forward drops.
 std::uint64_t layer_dropout_seed(std::uint64_t dropout_seed, std::int32_t layer);

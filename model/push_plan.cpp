@@ -72,12 +72,18 @@ void gather_partial_sums(const push_plan& plan, std::size_t p, const push_view& 
         sums.row(static_cast<Eigen::Index>(t)) += outs[static_cast<std::size_t>(g)].row(r);
     }
   }
+  own_rows = gather_own_rows(plan, p, outs, width);
+}
+
+Matrix gather_own_rows(const push_plan& plan, std::size_t p, const std::vector<Matrix>& outs,
+                       Eigen::Index width) {
   const auto& row_at = plan.row_at[p];
-  own_rows.resize(static_cast<Eigen::Index>(row_at.size()), width);
+  Matrix own_rows(static_cast<Eigen::Index>(row_at.size()), width);
   for (std::size_t i = 0; i < row_at.size(); ++i) {
     const auto [g, r] = row_at[i];
     own_rows.row(static_cast<Eigen::Index>(i)) = outs[static_cast<std::size_t>(g)].row(r);
   }
+  return own_rows;
 }
 
 Matrix gather_neighbor_rows(const push_plan& plan, std::size_t p, const push_view& push,

@@ -51,6 +51,10 @@ void gather_partial_sums(const push_plan& plan, std::size_t p, const push_view& 
                          const std::vector<Matrix>& outs, Eigen::Index width, Matrix& sums,
                          Matrix& own_rows);
 
+/// The own rows (rows, width) push p asked for, in its order (gather_partial_sums's own_rows).
+Matrix gather_own_rows(const push_plan& plan, std::size_t p, const std::vector<Matrix>& outs,
+                       Eigen::Index width);
+
 /// GAT's alternative to gather_partial_sums: the row (neighbors, width) of every listed
 /// neighbour of push p, in the push's order (an attention partial weighs each one apart).
 Matrix gather_neighbor_rows(const push_plan& plan, std::size_t p, const push_view& push,

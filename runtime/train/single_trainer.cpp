@@ -82,7 +82,7 @@ std::vector<float> train_single(const train_settings& s, const dataset& d, train
       rec.sample_s += clock.seconds();  // waiting: the part of preparing not hidden by compute
       rec.prepare_s += p.prepare_s;
       clock.reset();
-      const std::uint64_t dropout_seed = mix64(s.seed ^ mix64(step));
+      const std::uint64_t dropout_seed = step_dropout_seed(s.seed, step);
       const step_stats st =
           d.sparse_features
               ? replica.train_step(p.batch, p.xs, p.labels, dropout_seed)

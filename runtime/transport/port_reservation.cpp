@@ -14,6 +14,28 @@
 
 namespace degnn {
 
+bool port_reservation::try_hold(std::uint16_t port) {
+  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  const int one = 1;
+  if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
+    ::close(s);
+    return false;
+  }
+  fd_ = s;
+  port_ = port;
+  return true;
+}
+
+port_reservation::port_reservation(std::uint16_t port) {
+  try_hold(port);
+}
+
 port_reservation::port_reservation() {
   int low = 32768;
   if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
@@ -21,24 +43,9 @@ port_reservation::port_reservation() {
     std::fclose(f);
   }
   std::mt19937 rng(std::random_device{}());
-  for (int attempt = 0; attempt < 200 && fd_ < 0; ++attempt) {
-    const int candidate =
-        20000 + static_cast<int>(rng() % static_cast<unsigned>(std::max(1, low - 20000)));
-    const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) break;
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<std::uint16_t>(candidate));
-    const int one = 1;
-    if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-        ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0) {
-      fd_ = s;
-      port_ = static_cast<std::uint16_t>(candidate);
-    } else {
-      ::close(s);
-    }
-  }
+  for (int attempt = 0; attempt < 200 && fd_ < 0; ++attempt)
+    try_hold(static_cast<std::uint16_t>(
+        20000 + static_cast<int>(rng() % static_cast<unsigned>(std::max(1, low - 20000)))));
   if (fd_ < 0)
     throw std::runtime_error("no free loopback port below the ephemeral range in 200 tries");
 }

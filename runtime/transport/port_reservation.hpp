@@ -15,13 +15,18 @@ namespace degnn {
 class port_reservation {
  public:
   port_reservation();
+  /// Holds exactly `port` the same way, if it is free: held() says whether it is.
+  explicit port_reservation(std::uint16_t port);
   ~port_reservation();
   port_reservation(const port_reservation&) = delete;
   port_reservation& operator=(const port_reservation&) = delete;
 
   std::uint16_t port() const { return port_; }
+  bool held() const { return fd_ >= 0; }
 
  private:
+  bool try_hold(std::uint16_t port);
+
   int fd_ = -1;
   std::uint16_t port_ = 0;
 };

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -26,6 +27,7 @@
 #include "model/partition_store.hpp"
 #include "model/partitioner.hpp"
 #include "runtime/train/train_settings.hpp"
+#include "runtime/transport/port_reservation.hpp"
 
 extern char** environ;
 
@@ -79,10 +81,9 @@ class child_process {
   bool exited_ = false;
 };
 
-// Two consecutive free loopback ports (a node listens on P; P+1 is kept free as well), held for
-// the test process's life as port_reservation holds the launcher's seed port: bound without
-// SO_REUSEADDR (so another test's draw or launcher sees them busy), then marked SO_REUSEADDR and
-// never listening, so the node (whose door binds with SO_REUSEADDR) can still listen there and a
+// Two consecutive free loopback ports (a node listens on P; P+1 is kept free as well), each a
+// port_reservation held for the test process's life, as `degnn launch` holds its seed's port:
+// another test's draw or launcher sees them busy, the node's door can still listen there, and a
 // connect to a port nobody listens on is still refused.
 inline std::uint16_t free_port_pair() {
   // Below the kernel's ephemeral range (32768-60999 on Linux), drawn at random: a port the kernel
@@ -90,31 +91,15 @@ inline std::uint16_t free_port_pair() {
   // process (every node's door makes a private loopback pair per connection), so a test that
   // listened on it a moment later could find it taken.
   static std::mt19937 draw(std::random_device{}());
-  static std::vector<int> held;  // closed when the test process ends
-  auto hold = [](std::uint16_t port) {
-    const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(port);
-    const int one = 1;
-    if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-        ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0)
-      return s;
-    ::close(s);
-    return -1;
-  };
+  static std::vector<std::unique_ptr<port_reservation>> held;  // released when the process ends
   for (int attempt = 0; attempt < 200; ++attempt) {
     const auto p = static_cast<std::uint16_t>(20000 + draw() % 12700);
-    const int first = hold(p);
-    if (first < 0) continue;
-    const int second = hold(static_cast<std::uint16_t>(p + 1));
-    if (second < 0) {
-      ::close(first);
-      continue;
-    }
-    held.push_back(first);
-    held.push_back(second);
+    auto first = std::make_unique<port_reservation>(p);
+    if (!first->held()) continue;
+    auto second = std::make_unique<port_reservation>(static_cast<std::uint16_t>(p + 1));
+    if (!second->held()) continue;
+    held.push_back(std::move(first));
+    held.push_back(std::move(second));
     return p;
   }
   return 0;
